@@ -1,0 +1,166 @@
+// cufold: the built-in operators, the CUDA halves of src/ops. Each is a struct with
+// In / Acc / Out types and identity, lift, combine and finish; the Rust half of each lives
+// in src/ops and must compute the same bits.
+#pragma once
+
+namespace cf {
+
+// NaN-propagating min / max: the first NaN in tree order wins; ties keep the left value.
+template <class T> __device__ __forceinline__ T min2(T a, T b) {
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
+    return lt(b, a) ? b : a;
+}
+template <class T> __device__ __forceinline__ T max2(T a, T b) {
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
+    return lt(a, b) ? b : a;
+}
+
+template <class T> struct Sum {
+    typedef T In; typedef T Acc; typedef T Out;
+    __device__ Acc identity() const { return zero<T>(); }
+    __device__ Acc lift(In x, u64) const { return x; }
+    __device__ Acc combine(Acc a, Acc b) const { return arith<T>::add(a, b); }
+    __device__ Out finish(Acc a, u64) const { return a; }
+};
+
+template <class T> struct Prod {
+    typedef T In; typedef T Acc; typedef T Out;
+    __device__ Acc identity() const { return one<T>(); }
+    __device__ Acc lift(In x, u64) const { return x; }
+    __device__ Acc combine(Acc a, Acc b) const { return arith<T>::mul(a, b); }
+    __device__ Out finish(Acc a, u64) const { return a; }
+};
+
+template <class T> struct Min {
+    typedef T In; typedef T Acc; typedef T Out;
+    __device__ Acc identity() const { return limits<T>::highest(); }
+    __device__ Acc lift(In x, u64) const { return x; }
+    __device__ Acc combine(Acc a, Acc b) const { return min2(a, b); }
+    __device__ Out finish(Acc a, u64) const { return a; }
+};
+
+template <class T> struct Max {
+    typedef T In; typedef T Acc; typedef T Out;
+    __device__ Acc identity() const { return limits<T>::lowest(); }
+    __device__ Acc lift(In x, u64) const { return x; }
+    __device__ Acc combine(Acc a, Acc b) const { return max2(a, b); }
+    __device__ Out finish(Acc a, u64) const { return a; }
+};
+
+template <class T> struct MinMaxV { T min; T max; };
+
+template <class T> struct MinMax {
+    typedef T In; typedef MinMaxV<T> Acc; typedef MinMaxV<T> Out;
+    __device__ Acc identity() const { Acc r; r.min = limits<T>::highest(); r.max = limits<T>::lowest(); return r; }
+    __device__ Acc lift(In x, u64) const { Acc r; r.min = x; r.max = x; return r; }
+    __device__ Acc combine(Acc a, Acc b) const { Acc r; r.min = min2(a.min, b.min); r.max = max2(a.max, b.max); return r; }
+    __device__ Out finish(Acc a, u64) const { return a; }
+};
+
+template <class T> struct Indexed { T value; u64 index; };
+
+// Argmax / argmin: NaN wins (the lowest-index NaN), ties go to the lowest index.
+template <class T, bool MAX> struct ArgExt {
+    typedef T In; typedef Indexed<T> Acc; typedef Indexed<T> Out;
+    __device__ Acc identity() const {
+        Acc r; r.value = MAX ? limits<T>::lowest() : limits<T>::highest(); r.index = ~0ull; return r;
+    }
+    __device__ Acc lift(In x, u64 i) const { Acc r; r.value = x; r.index = i; return r; }
+    __device__ Acc combine(Acc a, Acc b) const {
+        bool an = is_nan(a.value), bn = is_nan(b.value);
+        if (an || bn) {
+            if (an && bn) return b.index < a.index ? b : a;
+            return an ? a : b;
+        }
+        if (MAX ? lt(a.value, b.value) : lt(b.value, a.value)) return b;
+        if (MAX ? lt(b.value, a.value) : lt(a.value, b.value)) return a;
+        return b.index < a.index ? b : a;
+    }
+    __device__ Out finish(Acc a, u64) const { return a; }
+};
+template <class T> struct ArgMax : ArgExt<T, true> {};
+template <class T> struct ArgMin : ArgExt<T, false> {};
+
+template <class T> struct WideSum {
+    typedef T In; typedef typename wide<T>::type Acc; typedef Acc Out;
+    __device__ Acc identity() const { return (Acc)0; }
+    __device__ Acc lift(In x, u64) const { return widen(x); }
+    __device__ Acc combine(Acc a, Acc b) const { return arith<Acc>::add(a, b); }
+    __device__ Out finish(Acc a, u64) const { return a; }
+};
+
+template <class T> struct Mean {
+    typedef T In; typedef typename wide<T>::type Acc; typedef double Out;
+    __device__ Acc identity() const { return (Acc)0; }
+    __device__ Acc lift(In x, u64) const { return widen(x); }
+    __device__ Acc combine(Acc a, Acc b) const { return arith<Acc>::add(a, b); }
+    __device__ Out finish(Acc a, u64 n) const { return (double)a / (double)n; }
+};
+
+struct MeanVarV { double count; double mean; double m2; };
+
+// Chan, Golub and LeVeque's pairwise combination of (count, mean, sum of squared deviations).
+template <class T> struct MeanVar {
+    typedef T In; typedef MeanVarV Acc; typedef MeanVarV Out;
+    __device__ Acc identity() const { Acc r; r.count = 0.0; r.mean = 0.0; r.m2 = 0.0; return r; }
+    __device__ Acc lift(In x, u64) const { Acc r; r.count = 1.0; r.mean = (double)up(x); r.m2 = 0.0; return r; }
+    __device__ Acc combine(Acc a, Acc b) const {
+        if (a.count == 0.0) return b;
+        if (b.count == 0.0) return a;
+        Acc r;
+        r.count = a.count + b.count;
+        double d = b.mean - a.mean;
+        r.mean = a.mean + d * (b.count / r.count);
+        r.m2 = a.m2 + b.m2 + d * d * (a.count * b.count / r.count);
+        return r;
+    }
+    __device__ Out finish(Acc a, u64) const { return a; }
+};
+
+__device__ __forceinline__ u64 next_pow2(u64 n) {
+    if (n <= 1) return 1;
+    return 1ull << (64 - __clzll(n - 1));
+}
+
+// Pechprasarn & Khiripet: every pairwise add halves, (a + b) / 2, over the perfect binary
+// tree of next_pow2(N) leaves padded with zeros; finish multiplies by next_pow2(N) / N.
+template <class T> struct Div2Mean {
+    typedef T In; typedef T Acc; typedef T Out;
+    __device__ Acc identity() const { return zero<T>(); }
+    __device__ Acc lift(In x, u64) const { return x; }
+    __device__ Acc combine(Acc a, Acc b) const { return (a + b) * (T)0.5; }
+    __device__ Out finish(Acc a, u64 n) const { return (T)((double)a * ((double)next_pow2(n) / (double)n)); }
+};
+
+template <class T> struct Affine { T a; T b; };
+
+// Composition of affine maps x -> a*x + b in sequence order: combine(f, g) = g after f.
+template <class T> struct Compose {
+    typedef Affine<T> In; typedef Affine<T> Acc; typedef Affine<T> Out;
+    __device__ Acc identity() const { Acc r; r.a = (T)1; r.b = (T)0; return r; }
+    __device__ Acc lift(In x, u64) const { return x; }
+    __device__ Acc combine(Acc f, Acc g) const { Acc r; r.a = g.a * f.a; r.b = g.a * f.b + g.b; return r; }
+    __device__ Out finish(Acc a, u64) const { return a; }
+};
+
+template <class T> struct Mat2 { T m00; T m01; T m10; T m11; };
+
+// The 2x2 matrix product, left to right: combine(A, B) = A * B.
+template <class T> struct MatMul {
+    typedef Mat2<T> In; typedef Mat2<T> Acc; typedef Mat2<T> Out;
+    __device__ Acc identity() const { Acc r; r.m00 = (T)1; r.m01 = (T)0; r.m10 = (T)0; r.m11 = (T)1; return r; }
+    __device__ Acc lift(In x, u64) const { return x; }
+    __device__ Acc combine(Acc a, Acc b) const {
+        Acc r;
+        r.m00 = a.m00 * b.m00 + a.m01 * b.m10;
+        r.m01 = a.m00 * b.m01 + a.m01 * b.m11;
+        r.m10 = a.m10 * b.m00 + a.m11 * b.m10;
+        r.m11 = a.m10 * b.m01 + a.m11 * b.m11;
+        return r;
+    }
+    __device__ Out finish(Acc a, u64) const { return a; }
+};
+
+}  // namespace cf

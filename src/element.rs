@@ -1,0 +1,271 @@
+//! Values that live in device memory, and the scalar element types.
+
+use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+use half::{bf16, f16};
+use std::fmt::Debug;
+
+/// A value that can be stored in device memory and has a CUDA C++ twin.
+///
+/// Scalars, the built-in accumulators ([`Indexed`](crate::ops::Indexed), ...) and the
+/// structures of non-commutative operators ([`Affine`](crate::ops::Affine), ...) implement it.
+///
+/// # Safety
+///
+/// `cuda_name()` must name a C++ type with exactly the size, alignment and field layout of
+/// `Self` (a `#[repr(C)]` struct and the same fields in the same order), and every bit
+/// pattern the device writes must be a valid `Self`.
+///
+/// ```
+/// use cufold::DeviceValue;
+/// assert_eq!(f32::cuda_name(), "float");
+/// assert_eq!(cufold::ops::Indexed::<u32>::cuda_name(), "cf::Indexed<unsigned int>");
+/// ```
+pub unsafe trait DeviceValue:
+    Copy + Send + Sync + Debug + DeviceRepr + ValidAsZeroBits + 'static
+{
+    /// The C++ type name used in generated kernels.
+    fn cuda_name() -> String;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A scalar element type: f32, f64, f16, bf16, i32, i64, u32, u64 or u8.
+///
+/// Its methods are the arithmetic the kernels use, with the same bits: f16 and bf16 are
+/// computed through f32 and rounded back to nearest-even after each operation, integers
+/// wrap on overflow (as `wrapping_add` / `wrapping_mul`).
+///
+/// ```
+/// use cufold::Element;
+/// assert_eq!(i32::MAX.add(1), i32::MIN); // wraps, like the GPU
+/// assert!(f32::NAN.is_nan_value());
+/// assert_eq!(<u8 as Element>::NAME, "u8");
+/// ```
+pub trait Element: DeviceValue + PartialOrd + sealed::Sealed {
+    /// The Rust name of the type, for messages and tables.
+    const NAME: &'static str;
+    /// Whether the type is a floating-point type (so it has NaN and infinities).
+    const IS_FLOAT: bool;
+    /// Addition (wrapping for integers; rounded once for f16/bf16).
+    fn add(self, other: Self) -> Self;
+    /// Multiplication (wrapping for integers; rounded once for f16/bf16).
+    fn mul(self, other: Self) -> Self;
+    /// Whether this is a NaN (always false for integers).
+    fn is_nan_value(self) -> bool;
+    /// `-inf` for floats, `MIN` for integers: the identity of max.
+    fn lowest() -> Self;
+    /// `+inf` for floats, `MAX` for integers: the identity of min.
+    fn highest() -> Self;
+    /// Zero.
+    fn zero() -> Self;
+    /// One.
+    fn one() -> Self;
+    /// The value as f64, rounded to nearest (exact for every type but i64/u64).
+    fn to_f64(self) -> f64;
+    /// The nearest value of this type to `x` (saturating for integers, as `as` does).
+    fn from_f64(x: f64) -> Self;
+}
+
+/// An element with a wider accumulator type, for [`WideSum`](crate::ops::WideSum) and
+/// [`Mean`](crate::ops::Mean): f16/bf16 → f32, f32 → f64, f64 → f64, signed → i64,
+/// unsigned → u64.
+///
+/// ```
+/// use cufold::Widen;
+/// let w: f64 = 0.1f32.widen();
+/// assert_eq!(w, 0.1f32 as f64);
+/// ```
+pub trait Widen: Element {
+    /// The accumulator type.
+    type Wide: Element;
+    /// Exact conversion into the accumulator type.
+    fn widen(self) -> Self::Wide;
+}
+
+/// The real floating-point types f32 and f64, for operators that need true arithmetic in
+/// the element type ([`Div2Mean`](crate::ops::Div2Mean), [`Compose`](crate::ops::Compose),
+/// [`MatMul`](crate::ops::MatMul)).
+///
+/// ```
+/// use cufold::Real;
+/// assert_eq!(<f32 as Real>::HALF, 0.5);
+/// ```
+pub trait Real:
+    Element
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Div<Output = Self>
+{
+    /// One half.
+    const HALF: Self;
+}
+
+impl Real for f32 {
+    const HALF: Self = 0.5;
+}
+impl Real for f64 {
+    const HALF: Self = 0.5;
+}
+
+macro_rules! int_element {
+    ($t:ty, $cuda:expr, $wide:ty) => {
+        // SAFETY: the C++ type has the same size and alignment; every bit pattern is valid.
+        unsafe impl DeviceValue for $t {
+            fn cuda_name() -> String {
+                $cuda.to_string()
+            }
+        }
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const NAME: &'static str = stringify!($t);
+            const IS_FLOAT: bool = false;
+            fn add(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+            fn mul(self, other: Self) -> Self {
+                self.wrapping_mul(other)
+            }
+            fn is_nan_value(self) -> bool {
+                false
+            }
+            fn lowest() -> Self {
+                <$t>::MIN
+            }
+            fn highest() -> Self {
+                <$t>::MAX
+            }
+            fn zero() -> Self {
+                0
+            }
+            fn one() -> Self {
+                1
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn from_f64(x: f64) -> Self {
+                x as $t
+            }
+        }
+        impl Widen for $t {
+            type Wide = $wide;
+            fn widen(self) -> $wide {
+                self as $wide
+            }
+        }
+    };
+}
+
+int_element!(i32, "int", i64);
+int_element!(i64, "long long", i64);
+int_element!(u32, "unsigned int", u64);
+int_element!(u64, "unsigned long long", u64);
+int_element!(u8, "unsigned char", u64);
+
+macro_rules! float_element {
+    ($t:ty, $cuda:expr, $wide:ty) => {
+        // SAFETY: the C++ type has the same size and alignment; every bit pattern is valid.
+        unsafe impl DeviceValue for $t {
+            fn cuda_name() -> String {
+                $cuda.to_string()
+            }
+        }
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const NAME: &'static str = stringify!($t);
+            const IS_FLOAT: bool = true;
+            fn add(self, other: Self) -> Self {
+                self + other
+            }
+            fn mul(self, other: Self) -> Self {
+                self * other
+            }
+            fn is_nan_value(self) -> bool {
+                self.is_nan()
+            }
+            fn lowest() -> Self {
+                <$t>::NEG_INFINITY
+            }
+            fn highest() -> Self {
+                <$t>::INFINITY
+            }
+            fn zero() -> Self {
+                0.0
+            }
+            fn one() -> Self {
+                1.0
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn from_f64(x: f64) -> Self {
+                x as $t
+            }
+        }
+        impl Widen for $t {
+            type Wide = $wide;
+            fn widen(self) -> $wide {
+                self as $wide
+            }
+        }
+    };
+}
+
+float_element!(f32, "float", f64);
+float_element!(f64, "double", f64);
+
+macro_rules! half_element {
+    ($t:ident, $cuda:expr) => {
+        // SAFETY: cf::f16 / cf::bf16 are structs of one unsigned short: 2 bytes, align 2,
+        // like half's types; every bit pattern is a valid value.
+        unsafe impl DeviceValue for $t {
+            fn cuda_name() -> String {
+                $cuda.to_string()
+            }
+        }
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const NAME: &'static str = stringify!($t);
+            const IS_FLOAT: bool = true;
+            fn add(self, other: Self) -> Self {
+                $t::from_f32(self.to_f32() + other.to_f32())
+            }
+            fn mul(self, other: Self) -> Self {
+                $t::from_f32(self.to_f32() * other.to_f32())
+            }
+            fn is_nan_value(self) -> bool {
+                self.is_nan()
+            }
+            fn lowest() -> Self {
+                $t::NEG_INFINITY
+            }
+            fn highest() -> Self {
+                $t::INFINITY
+            }
+            fn zero() -> Self {
+                $t::ZERO
+            }
+            fn one() -> Self {
+                $t::ONE
+            }
+            fn to_f64(self) -> f64 {
+                self.to_f64()
+            }
+            fn from_f64(x: f64) -> Self {
+                $t::from_f64(x)
+            }
+        }
+        impl Widen for $t {
+            type Wide = f32;
+            fn widen(self) -> f32 {
+                self.to_f32()
+            }
+        }
+    };
+}
+
+half_element!(f16, "cf::f16");
+half_element!(bf16, "cf::bf16");

@@ -1,0 +1,145 @@
+//! Associative operators: the trait and the built-in operators.
+//!
+//! An operator is a monoid with a lift and a finish, written once for the CPU (the trait's
+//! methods) and once for CUDA (the C++ struct named by [`Operator::cuda`]); the two halves
+//! compute the same bits for everything built from `+ - * /`, min, max and comparisons.
+//!
+//! | operator | input | accumulator | output | N = 0 |
+//! |---|---|---|---|---|
+//! | [`Sum`], [`Prod`] | any [`Element`] | same | same (wrapping for integers) | 0, 1 |
+//! | [`WideSum`] | any [`Widen`] | [`Widen::Wide`] | same | 0 |
+//! | [`Min`], [`Max`] | any [`Element`] | same | same (NaN propagates) | error |
+//! | [`MinMax`] | any [`Element`] | [`MinMaxValue`] | same | error |
+//! | [`ArgMin`], [`ArgMax`] | any [`Element`] | [`Indexed`] | same (ties: lowest index) | error |
+//! | [`Mean`] | any [`Widen`] | [`Widen::Wide`] | f64 | error |
+//! | [`MeanVar`] | any [`Element`] | [`MeanVarValue`] | same | error |
+//! | [`Div2Mean`] | f32, f64 | same | same | error |
+//! | [`Compose`] | [`Affine<R>`] | same | same (not commutative) | identity map |
+//! | [`MatMul`] | [`Mat2<R>`] | same | same (not commutative) | identity matrix |
+//!
+//! **NaN.** [`Min`], [`Max`], [`MinMax`], [`ArgMin`] and [`ArgMax`] propagate NaN as NumPy
+//! and PyTorch do: if any input is NaN the result is NaN (for the arg- operators, the index
+//! of the first NaN). Among equal values the left one is kept, so `Min` of `-0.0, 0.0`
+//! is `-0.0` and `ArgMax` reports the lowest index of the maximum.
+
+use crate::element::{DeviceValue, Element};
+
+mod basic;
+mod ordered;
+mod stats;
+
+pub use basic::{ArgMax, ArgMin, Indexed, Max, Min, MinMax, MinMaxValue, Prod, Sum, WideSum};
+pub use ordered::{Affine, Compose, Mat2, MatMul};
+pub use stats::{Div2Mean, Mean, MeanVar, MeanVarValue};
+
+/// The CUDA half of an operator: a C++ type with `In`, `Acc` and `Out` typedefs and the
+/// `identity`, `lift`, `combine` and `finish` device member functions, default-constructible.
+///
+/// ```
+/// use cufold::ops::{CudaOp, Operator, Sum};
+/// let op: CudaOp = <Sum as Operator<f32>>::cuda(&Sum);
+/// assert_eq!(op.type_name, "cf::Sum<float>");
+/// assert!(op.source.is_empty()); // built-in: defined in kernels/ops.cuh
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CudaOp {
+    /// The C++ type expression of the operator, such as `cf::Sum<float>`.
+    pub type_name: String,
+    /// C++ definitions the type needs, placed before the kernel (empty for built-ins).
+    pub source: String,
+}
+
+impl CudaOp {
+    /// A built-in operator template of kernels/ops.cuh, instantiated for `T`.
+    pub(crate) fn builtin<T: DeviceValue>(template: &str) -> Self {
+        CudaOp {
+            type_name: format!("cf::{template}<{}>", T::cuda_name()),
+            source: String::new(),
+        }
+    }
+}
+
+/// An associative operator over inputs of type `In`: a monoid (`identity`, `combine`) with
+/// a `lift` from input elements and a `finish` to the output.
+///
+/// # Contract
+///
+/// - `combine` is associative, and `identity` is a true identity: `combine(identity, a)`
+///   and `combine(a, identity)` equal `a`, and `combine(identity, identity)` is
+///   `identity` bit for bit. cufold never relies on commutativity: elements are combined in
+///   index order, always along the same tree (see the crate docs), so a non-commutative
+///   operator gets its ordered product.
+/// - The CPU methods and the C++ struct of [`cuda`](Operator::cuda) compute the same thing;
+///   when they use only `+ - * /`, min, max and comparisons the bits agree exactly (kernels
+///   are compiled without fused multiply-add contraction).
+///
+/// ```
+/// use cufold::ops::{Operator, Sum};
+/// let op = Sum;
+/// let acc = op.combine(op.lift(2.0f32, 0), op.lift(3.0, 1));
+/// assert_eq!(<Sum as Operator<f32>>::finish(&op, acc, 2), 5.0);
+/// ```
+pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
+    /// What is combined.
+    type Acc: DeviceValue;
+    /// What the caller gets back.
+    type Out: DeviceValue;
+    /// Whether `combine` is commutative. Documentation and fast paths only: correctness
+    /// never depends on it.
+    const COMMUTATIVE: bool;
+    /// Whether an empty input is an error ([`ErrorKind::EmptyInput`](crate::ErrorKind))
+    /// rather than `finish(identity, 0)`.
+    const EMPTY_IS_ERROR: bool;
+    /// A short name for messages.
+    const NAME: &'static str;
+    /// The identity element of `combine`.
+    fn identity(&self) -> Self::Acc;
+    /// The accumulator of one input element at position `index`.
+    fn lift(&self, x: In, index: u64) -> Self::Acc;
+    /// Combines two adjacent accumulators, `a` covering lower indices than `b`.
+    fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    /// The output for the accumulator of all `n` elements.
+    fn finish(&self, acc: Self::Acc, n: u64) -> Self::Out;
+    /// The CUDA half.
+    fn cuda(&self) -> CudaOp;
+}
+
+/// NaN-propagating minimum, ties keep `a` (the element with the lower index).
+pub(crate) fn min2<T: Element>(a: T, b: T) -> T {
+    if a.is_nan_value() {
+        a
+    } else if b.is_nan_value() || b < a {
+        b
+    } else {
+        a
+    }
+}
+
+/// NaN-propagating maximum, ties keep `a`.
+pub(crate) fn max2<T: Element>(a: T, b: T) -> T {
+    if a.is_nan_value() {
+        a
+    } else if b.is_nan_value() || a < b {
+        b
+    } else {
+        a
+    }
+}
+
+/// Implements `DeviceValue` (and cudarc's marker traits) for a `#[repr(C)]` struct generic
+/// over one parameter, whose C++ twin is the template `cf::$cuda<T>`.
+macro_rules! device_struct {
+    ($name:ident, $cuda:literal, $bound:path) => {
+        // SAFETY: #[repr(C)] with the fields of the C++ template in the same order.
+        unsafe impl<T: $bound> cudarc::driver::DeviceRepr for $name<T> {}
+        // SAFETY: every field is a number for which all-zero bits are valid.
+        unsafe impl<T: $bound> cudarc::driver::ValidAsZeroBits for $name<T> {}
+        // SAFETY: #[repr(C)] with the fields of the C++ template in the same order.
+        unsafe impl<T: $bound> $crate::element::DeviceValue for $name<T> {
+            fn cuda_name() -> String {
+                format!(concat!("cf::", $cuda, "<{}>"), T::cuda_name())
+            }
+        }
+    };
+}
+pub(crate) use device_struct;

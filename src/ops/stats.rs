@@ -1,0 +1,200 @@
+//! Means: the plain mean, mean and variance in one pass, and the paper's halving mean.
+
+use super::{CudaOp, Operator};
+use crate::element::{Element, Real, Widen};
+
+/// The arithmetic mean as f64: the canonical-tree sum in the [`Widen::Wide`] type
+/// (f32 inputs add in f64, f16/bf16 in f32, integers exactly in i64/u64 with wrapping),
+/// divided by N at the end.
+///
+/// Pairwise (tree) summation bounds the rounding error by O(log N) ulps of the wide type,
+/// and the wide type leaves room for 2^29 ≥ N f32 values without absorption: adding a
+/// small value to a large partial sum keeps its bits. Empty input: an error.
+///
+/// ```
+/// let m = cufold::Cpu::new().reduce(&[1.0f32, 2.0, 4.0, 5.0], cufold::ops::Mean)?;
+/// assert_eq!(m, 3.0);
+/// # Ok::<(), cufold::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mean;
+
+impl<T: Widen> Operator<T> for Mean {
+    type Acc = T::Wide;
+    type Out = f64;
+    const COMMUTATIVE: bool = true;
+    const EMPTY_IS_ERROR: bool = true;
+    const NAME: &'static str = "Mean";
+    fn identity(&self) -> T::Wide {
+        T::Wide::zero()
+    }
+    fn lift(&self, x: T, _: u64) -> T::Wide {
+        x.widen()
+    }
+    fn combine(&self, a: T::Wide, b: T::Wide) -> T::Wide {
+        a.add(b)
+    }
+    fn finish(&self, acc: T::Wide, n: u64) -> f64 {
+        acc.to_f64() / n as f64
+    }
+    fn cuda(&self) -> CudaOp {
+        CudaOp::builtin::<T>("Mean")
+    }
+}
+
+/// Count, mean and sum of squared deviations (`m2`): the output of [`MeanVar`].
+///
+/// ```
+/// let s = cufold::Cpu::new().reduce(&[2.0f64, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0], cufold::ops::MeanVar)?;
+/// assert_eq!(s.mean, 5.0);
+/// assert_eq!(s.variance(), 4.0);
+/// assert_eq!(s.sample_variance(), 32.0 / 7.0);
+/// # Ok::<(), cufold::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct MeanVarValue {
+    /// The number of elements (exact up to 2^53).
+    pub count: f64,
+    /// Their mean.
+    pub mean: f64,
+    /// The sum of squared deviations from the mean.
+    pub m2: f64,
+}
+
+// SAFETY: #[repr(C)] with the fields of cf::MeanVarV in the same order.
+unsafe impl cudarc::driver::DeviceRepr for MeanVarValue {}
+// SAFETY: all fields are f64, for which zero bits are valid.
+unsafe impl cudarc::driver::ValidAsZeroBits for MeanVarValue {}
+// SAFETY: #[repr(C)] with the fields of cf::MeanVarV in the same order.
+unsafe impl crate::DeviceValue for MeanVarValue {
+    fn cuda_name() -> String {
+        "cf::MeanVarV".into()
+    }
+}
+
+impl MeanVarValue {
+    /// The population variance, `m2 / count`.
+    ///
+    /// ```
+    /// let s = cufold::ops::MeanVarValue { count: 2.0, mean: 1.0, m2: 2.0 };
+    /// assert_eq!(s.variance(), 1.0);
+    /// ```
+    pub fn variance(&self) -> f64 {
+        self.m2 / self.count
+    }
+
+    /// The unbiased sample variance, `m2 / (count - 1)`.
+    ///
+    /// ```
+    /// let s = cufold::ops::MeanVarValue { count: 2.0, mean: 1.0, m2: 2.0 };
+    /// assert_eq!(s.sample_variance(), 2.0);
+    /// ```
+    pub fn sample_variance(&self) -> f64 {
+        self.m2 / (self.count - 1.0)
+    }
+}
+
+/// Mean and variance in one pass over the data, in f64, by Chan, Golub and LeVeque's
+/// pairwise update: combining (n_a, mean_a, m2_a) and (n_b, mean_b, m2_b) with
+/// `d = mean_b - mean_a` gives `mean = mean_a + d * n_b / n`, `m2 = m2_a + m2_b + d² n_a n_b / n`.
+/// Numerically stable (no `E[x²] - E[x]²` cancellation). Empty input: an error.
+///
+/// ```
+/// let s = cufold::Cpu::new().reduce(&[1.0f32, 2.0, 3.0], cufold::ops::MeanVar)?;
+/// assert_eq!((s.mean, s.variance()), (2.0, 2.0 / 3.0));
+/// # Ok::<(), cufold::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MeanVar;
+
+impl<T: Element> Operator<T> for MeanVar {
+    type Acc = MeanVarValue;
+    type Out = MeanVarValue;
+    const COMMUTATIVE: bool = true;
+    const EMPTY_IS_ERROR: bool = true;
+    const NAME: &'static str = "MeanVar";
+    fn identity(&self) -> MeanVarValue {
+        MeanVarValue {
+            count: 0.0,
+            mean: 0.0,
+            m2: 0.0,
+        }
+    }
+    fn lift(&self, x: T, _: u64) -> MeanVarValue {
+        MeanVarValue {
+            count: 1.0,
+            mean: x.to_f64(),
+            m2: 0.0,
+        }
+    }
+    fn combine(&self, a: MeanVarValue, b: MeanVarValue) -> MeanVarValue {
+        if a.count == 0.0 {
+            return b;
+        }
+        if b.count == 0.0 {
+            return a;
+        }
+        let count = a.count + b.count;
+        let d = b.mean - a.mean;
+        MeanVarValue {
+            count,
+            mean: a.mean + d * (b.count / count),
+            m2: a.m2 + b.m2 + d * d * (a.count * b.count / count),
+        }
+    }
+    fn finish(&self, acc: MeanVarValue, _: u64) -> MeanVarValue {
+        acc
+    }
+    fn cuda(&self) -> CudaOp {
+        CudaOp::builtin::<T>("MeanVar")
+    }
+}
+
+/// The paper's divide-by-two mean (Pechprasarn & Khiripet): every pairwise add halves,
+/// `(a + b) / 2`, over the perfect binary tree of `P = next_pow2(N)` leaves, the leaves
+/// past N being zeros; `finish` multiplies by the correction `C = P / N`.
+///
+/// Halving by two is exact in binary floating point, so (subnormals aside) every node of
+/// this tree is exactly the pairwise [`Sum`](super::Sum) of its leaves times `2^-level`:
+/// the result before correction has the bits of the pairwise sum times `2^-log2(P)`.
+/// What halving buys is **overflow headroom** — partial results stay within the range of
+/// the inputs, so f32 data near `f32::MAX` can be averaged — not extra accuracy: its
+/// rounding errors are exactly those of pairwise summation. The final correction rounds
+/// once more (in f64, then to the element type). Empty input: an error.
+///
+/// ```
+/// let m: f32 = cufold::Cpu::new().reduce(&[1.0f32, 2.0, 3.0], cufold::ops::Div2Mean)?;
+/// assert_eq!(m, 2.0); // ((1+2)/2 + (3+0)/2)/2 = 1.5, times P/N = 4/3
+/// # Ok::<(), cufold::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Div2Mean;
+
+/// `next_pow2(n)`, with `next_pow2(0) = 1`.
+pub(crate) fn next_pow2(n: u64) -> u64 {
+    n.max(1).next_power_of_two()
+}
+
+impl<T: Real> Operator<T> for Div2Mean {
+    type Acc = T;
+    type Out = T;
+    const COMMUTATIVE: bool = true;
+    const EMPTY_IS_ERROR: bool = true;
+    const NAME: &'static str = "Div2Mean";
+    fn identity(&self) -> T {
+        T::zero()
+    }
+    fn lift(&self, x: T, _: u64) -> T {
+        x
+    }
+    fn combine(&self, a: T, b: T) -> T {
+        (a + b) * T::HALF
+    }
+    fn finish(&self, acc: T, n: u64) -> T {
+        T::from_f64(acc.to_f64() * (next_pow2(n) as f64 / n as f64))
+    }
+    fn cuda(&self) -> CudaOp {
+        CudaOp::builtin::<T>("Div2Mean")
+    }
+}
