@@ -95,7 +95,8 @@ impl Cpu {
             return op.identity();
         }
         let p = n.next_power_of_two();
-        let chunk = (p / (self.threads * 4)).max(LEAF);
+        // A power of two, so that every chunk is a subtree of the canonical tree.
+        let chunk = 1usize << (p / (self.threads * 4)).max(LEAF).ilog2();
         if self.threads == 1 || p <= chunk {
             return subtree(&op, x, 0, p, &mut Vec::new());
         }

@@ -79,14 +79,7 @@ fn probe_libraries() -> Result<()> {
             "no CUDA driver: libcuda could not be loaded (install the NVIDIA driver, or use cufold::Cpu)",
         ));
     }
-    // SAFETY: as above.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(Error::new(
-            ErrorKind::NoCuda,
-            "no NVRTC: libnvrtc could not be loaded (install the CUDA toolkit's NVRTC, 13.x, and make it \
-             visible to the dynamic loader, e.g. via LD_LIBRARY_PATH)",
-        ));
-    }
+    jit::probe_nvrtc()?;
     Ok(())
 }
 
@@ -362,6 +355,17 @@ pub struct Reducer<T: DeviceValue, O: Operator<T>> {
     vector: Option<CudaFunction>,
     scalar: OnceLock<CudaFunction>,
     _input: PhantomData<fn(T)>,
+}
+
+impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reducer")
+            .field("op", &O::NAME)
+            .field("input", &T::cuda_name())
+            .field("shape", &self.shape)
+            .field("gpu", &self.gpu)
+            .finish()
+    }
 }
 
 impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {

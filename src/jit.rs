@@ -106,6 +106,43 @@ pub fn reduce_kernel_source(op: &CudaOp, shape: &KernelShape, vector_loads: bool
     s
 }
 
+/// Compiles the reduction kernel of `op` for the GPU architecture `arch` (such as
+/// `"sm_90"`) and returns its CUBIN: no device is needed, only NVRTC. Use it to check an
+/// operator's CUDA half ahead of time; errors carry the NVRTC log and the numbered source.
+///
+/// ```no_run
+/// use cufold::ops::{Operator, Sum};
+/// let shape = cufold::plan::KernelShape::for_sizes(4, 256)?;
+/// let cubin = cufold::compile_reduce_kernel(&<Sum as Operator<f32>>::cuda(&Sum), &shape, true, "sm_90")?;
+/// assert!(!cubin.is_empty());
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub fn compile_reduce_kernel(
+    op: &CudaOp,
+    shape: &KernelShape,
+    vector_loads: bool,
+    arch: &str,
+) -> Result<Vec<u8>> {
+    probe_nvrtc()?;
+    compile(
+        &reduce_kernel_source(op, shape, vector_loads),
+        &compile_options(arch),
+    )
+}
+
+/// Checks that NVRTC can be loaded (cudarc panics when it cannot).
+pub(crate) fn probe_nvrtc() -> Result<()> {
+    // SAFETY: only tries to dlopen the library by its usual names.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(Error::new(
+            ErrorKind::NoCuda,
+            "no NVRTC: libnvrtc could not be loaded (install the CUDA toolkit's NVRTC, 13.x, and make it \
+             visible to the dynamic loader, e.g. via LD_LIBRARY_PATH)",
+        ));
+    }
+    Ok(())
+}
+
 /// A 64-bit FNV-1a hash: stable across Rust versions and platforms (for cache file names).
 pub(crate) fn fnv64(bytes: &[u8], seed: u64) -> u64 {
     let mut h = 0xcbf29ce484222325u64 ^ seed;

@@ -73,7 +73,7 @@ pub use element::{DeviceValue, Element, Real, Widen};
 pub use error::{Error, ErrorKind, Result};
 pub use gpu::{Gpu, GpuOptions, Reducer};
 pub use half::{bf16, f16};
-pub use jit::{cuda_header, reduce_kernel_source, DiskCache};
+pub use jit::{compile_reduce_kernel, cuda_header, reduce_kernel_source, DiskCache};
 
 use ops::Operator;
 

@@ -158,8 +158,9 @@ impl<T: Element> Operator<T> for MeanVar {
 /// Halving by two is exact in binary floating point, so (subnormals aside) every node of
 /// this tree is exactly the pairwise [`Sum`](super::Sum) of its leaves times `2^-level`:
 /// the result before correction has the bits of the pairwise sum times `2^-log2(P)`.
-/// What halving buys is **overflow headroom** — partial results stay within the range of
-/// the inputs, so f32 data near `f32::MAX` can be averaged — not extra accuracy: its
+/// What halving buys is **overflow headroom** — every node stays within the range of the
+/// inputs, so data up to `f32::MAX / 2` in magnitude (the bound on `a + b` before it is
+/// halved) is averaged without overflow where a plain sum overflows — not extra accuracy: its
 /// rounding errors are exactly those of pairwise summation. The final correction rounds
 /// once more (in f64, then to the element type). Empty input: an error.
 ///

@@ -1,0 +1,218 @@
+//! Shared test helpers: seeded random data for every element type, a tree-shape operator.
+#![allow(dead_code, unreachable_pub)]
+
+use cufold::ops::{Affine, CudaOp, Mat2, Operator};
+use cufold::{bf16, f16, DeviceValue};
+
+/// The seed for this run: `CUFOLD_SEED` if set, else the clock. Printed, so a failure can
+/// be replayed.
+pub fn seed(test: &str) -> u64 {
+    let s = std::env::var("CUFOLD_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("{test}: seed {s} (replay with CUFOLD_SEED={s})");
+    s
+}
+
+/// splitmix64: fast, seedable, good enough for test data.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Random values of a type: floats in [-1, 1) with some exact zeros and negative zeros,
+/// integers over their whole range.
+pub trait Gen: Sized + Copy {
+    fn gen(r: &mut Rng) -> Self;
+}
+macro_rules! gen_int {
+    ($($t:ty),*) => {$(impl Gen for $t { fn gen(r: &mut Rng) -> Self { r.next() as $t } })*};
+}
+gen_int!(i32, i64, u32, u64, u8);
+fn float(r: &mut Rng) -> f64 {
+    match r.next() % 64 {
+        0 => 0.0,
+        1 => -0.0,
+        _ => r.unit() * 2.0 - 1.0,
+    }
+}
+impl Gen for f32 {
+    fn gen(r: &mut Rng) -> Self {
+        float(r) as f32
+    }
+}
+impl Gen for f64 {
+    fn gen(r: &mut Rng) -> Self {
+        float(r)
+    }
+}
+impl Gen for f16 {
+    fn gen(r: &mut Rng) -> Self {
+        f16::from_f64(float(r))
+    }
+}
+impl Gen for bf16 {
+    fn gen(r: &mut Rng) -> Self {
+        bf16::from_f64(float(r))
+    }
+}
+/// Maps close to contractions, so long compositions neither overflow nor vanish.
+impl<T: Gen + cufold::Real> Gen for Affine<T> {
+    fn gen(r: &mut Rng) -> Self {
+        let a = T::from_f64(0.9 + 0.2 * r.unit());
+        Affine {
+            a,
+            b: T::from_f64(r.unit() - 0.5),
+        }
+    }
+}
+/// Rotations-and-scalings near the identity.
+impl<T: Gen + cufold::Real> Gen for Mat2<T> {
+    fn gen(r: &mut Rng) -> Self {
+        let e = |r: &mut Rng| T::from_f64((r.unit() - 0.5) * 0.02);
+        Mat2 {
+            m00: T::from_f64(1.0) + e(r),
+            m01: e(r),
+            m10: e(r),
+            m11: T::from_f64(1.0) + e(r),
+        }
+    }
+}
+
+pub fn data<T: Gen>(n: usize, seed: u64) -> Vec<T> {
+    let mut r = Rng(seed);
+    (0..n).map(|_| T::gen(&mut r)).collect()
+}
+
+/// Same bits (NaNs of any payload count as equal): Debug prints every other bit pattern
+/// of our floats differently, -0.0 included.
+pub fn same<X: std::fmt::Debug>(a: &X, b: &X) -> bool {
+    format!("{a:?}") == format!("{b:?}")
+}
+
+/// A node of a reduction tree: the positions `lo .. lo + len` it covers, and whether any
+/// combine below it broke the canonical tree's rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct Node {
+    pub lo: u64,
+    pub len: u64,
+    pub bad: u64,
+}
+// SAFETY: #[repr(C)] struct of three u64, matching `struct Node` in SHAPE_CUDA.
+unsafe impl cudarc::driver::DeviceRepr for Node {}
+// SAFETY: all fields are integers.
+unsafe impl cudarc::driver::ValidAsZeroBits for Node {}
+// SAFETY: same layout as the C++ struct `Node` below.
+unsafe impl DeviceValue for Node {
+    fn cuda_name() -> String {
+        "Node".into()
+    }
+}
+
+/// Records the shape of the tree it is reduced along. The canonical tree combines only
+/// equal-sized aligned neighbours, or a node with the padding to its right (the identity,
+/// `len == 0`), and never padding on the left; its root covers `0 .. next_pow2(N)`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TreeShape;
+
+pub const SHAPE_CUDA: &str = r#"
+struct Node { unsigned long long lo, len, bad; };
+struct TreeShapeOp {
+    typedef unsigned In; typedef Node Acc; typedef Node Out;
+    __device__ Acc identity() const { Node r; r.lo = ~0ull; r.len = 0; r.bad = 0; return r; }
+    __device__ Acc lift(In, unsigned long long i) const { Node r; r.lo = i; r.len = 1; r.bad = 0; return r; }
+    __device__ Acc combine(Acc a, Acc b) const {
+        if (a.len == 0) { if (b.len != 0) b.bad = 1; return b; }
+        Node r; r.lo = a.lo; r.len = 2 * a.len; r.bad = a.bad | b.bad;
+        if (a.lo % (2 * a.len) != 0) r.bad = 1;
+        if (b.len != 0 && (b.len != a.len || b.lo != a.lo + a.len)) r.bad = 1;
+        return r;
+    }
+    __device__ Out finish(Acc a, unsigned long long) const { return a; }
+};
+"#;
+
+impl Operator<u32> for TreeShape {
+    type Acc = Node;
+    type Out = Node;
+    const COMMUTATIVE: bool = false;
+    const EMPTY_IS_ERROR: bool = false;
+    const NAME: &'static str = "TreeShape";
+    fn identity(&self) -> Node {
+        Node {
+            lo: u64::MAX,
+            len: 0,
+            bad: 0,
+        }
+    }
+    fn lift(&self, _: u32, i: u64) -> Node {
+        Node {
+            lo: i,
+            len: 1,
+            bad: 0,
+        }
+    }
+    fn combine(&self, a: Node, mut b: Node) -> Node {
+        if a.len == 0 {
+            if b.len != 0 {
+                b.bad = 1;
+            }
+            return b;
+        }
+        let mut r = Node {
+            lo: a.lo,
+            len: 2 * a.len,
+            bad: a.bad | b.bad,
+        };
+        if a.lo % (2 * a.len) != 0 {
+            r.bad = 1;
+        }
+        if b.len != 0 && (b.len != a.len || b.lo != a.lo + a.len) {
+            r.bad = 1;
+        }
+        r
+    }
+    fn finish(&self, a: Node, _: u64) -> Node {
+        a
+    }
+    fn cuda(&self) -> CudaOp {
+        CudaOp {
+            type_name: "TreeShapeOp".into(),
+            source: SHAPE_CUDA.into(),
+        }
+    }
+}
+
+/// What TreeShape must return for N elements.
+pub fn canonical_root(n: u64) -> Node {
+    if n == 0 {
+        Node {
+            lo: u64::MAX,
+            len: 0,
+            bad: 0,
+        }
+    } else {
+        Node {
+            lo: 0,
+            len: n.next_power_of_two(),
+            bad: 0,
+        }
+    }
+}

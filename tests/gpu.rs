@@ -1,0 +1,449 @@
+//! GPU tests: every built-in operator and element type, compared with the CPU backend bit
+//! for bit, over the sizes that stress every stage of the kernel. They need a CUDA device,
+//! so they are ignored by a plain `cargo test`; run them with `--include-ignored`.
+
+mod common;
+use common::*;
+use cudarc::driver::{CudaSlice, DevicePtr};
+use cufold::ops::*;
+use cufold::{bf16, f16, Cpu, DeviceValue, ErrorKind, Gpu, GpuOptions};
+use std::sync::OnceLock;
+
+const SIZES: &[usize] = &[
+    0,
+    1,
+    2,
+    3,
+    31,
+    32,
+    33,
+    255,
+    256,
+    257,
+    4095,
+    4096,
+    4097,
+    (1 << 20) - 1,
+    (1 << 20) + 1,
+    10_000_019,
+    1 << 28,
+];
+
+fn gpu() -> &'static Gpu {
+    static GPU: OnceLock<Gpu> = OnceLock::new();
+    GPU.get_or_init(|| Gpu::open(0).expect("a CUDA device"))
+}
+
+/// All bytes 0xA5: a valid value of every output type here, and unlike any real result.
+fn poison<T: DeviceValue>() -> T {
+    let mut v = std::mem::MaybeUninit::<T>::uninit();
+    // SAFETY: the outputs tested are plain numbers, for which every bit pattern is valid.
+    unsafe {
+        std::ptr::write_bytes(v.as_mut_ptr() as *mut u8, 0xA5, std::mem::size_of::<T>());
+        v.assume_init()
+    }
+}
+
+/// Reduces on the GPU (into a poisoned output, twice) and on the CPU; the bits must agree.
+fn check<T: DeviceValue, O: Operator<T>>(
+    g: &Gpu,
+    dev: &impl DevicePtr<T>,
+    host: &[T],
+    op: O,
+    what: &str,
+) {
+    let n = host.len();
+    let r = g
+        .reducer::<T, O>(op)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    match Cpu::new().reduce(host, op) {
+        Err(e) => {
+            assert_eq!(r.reduce(dev).unwrap_err().kind(), e.kind(), "{what} n={n}");
+        }
+        Ok(want) => {
+            let p = poison::<O::Out>();
+            let mut out = g.stream().clone_htod(&[p]).unwrap();
+            r.reduce_into(dev, &mut out).unwrap();
+            let first = g.stream().clone_dtoh(&out).unwrap()[0];
+            assert!(
+                !same(&first, &p) || same(&want, &p),
+                "{what} n={n}: output never written"
+            );
+            assert!(
+                same(&first, &want),
+                "{what} n={n}: GPU {first:?} != CPU {want:?}"
+            );
+            let again = r.reduce(dev).unwrap();
+            assert!(
+                same(&again, &first),
+                "{what} n={n}: run to run {again:?} != {first:?}"
+            );
+        }
+    }
+}
+
+fn upload<T: DeviceValue>(g: &Gpu, host: &[T]) -> CudaSlice<T> {
+    if host.is_empty() {
+        g.stream().alloc_zeros::<T>(0).unwrap()
+    } else {
+        g.stream().clone_htod(host).unwrap()
+    }
+}
+
+macro_rules! every_op_test {
+    ($name:ident, $t:ty $(, $extra:ident)*) => {
+        #[test]
+        #[ignore = "needs a CUDA device"]
+        fn $name() {
+            let s = seed(stringify!($name));
+            let g = gpu();
+            for &n in SIZES {
+                let host: Vec<$t> = data(n, s ^ n as u64);
+                let dev = upload(g, &host);
+                let what = |op: &str| format!("{op}<{}>", stringify!($t));
+                check(g, &dev, &host, Sum, &what("Sum"));
+                check(g, &dev, &host, Prod, &what("Prod"));
+                check(g, &dev, &host, Min, &what("Min"));
+                check(g, &dev, &host, Max, &what("Max"));
+                check(g, &dev, &host, MinMax, &what("MinMax"));
+                check(g, &dev, &host, ArgMin, &what("ArgMin"));
+                check(g, &dev, &host, ArgMax, &what("ArgMax"));
+                check(g, &dev, &host, WideSum, &what("WideSum"));
+                check(g, &dev, &host, Mean, &what("Mean"));
+                check(g, &dev, &host, MeanVar, &what("MeanVar"));
+                $( check(g, &dev, &host, $extra, &what(stringify!($extra))); )*
+                // A view at an odd offset: unaligned, so the scalar-load kernel runs.
+                if n > 1 {
+                    let view = dev.slice(1..);
+                    check(g, &view, &host[1..], Sum, &what("Sum (offset view)"));
+                    check(g, &view, &host[1..], ArgMax, &what("ArgMax (offset view)"));
+                }
+            }
+        }
+    };
+}
+
+every_op_test!(f32_every_op_every_size, f32, Div2Mean);
+every_op_test!(f64_every_op_every_size, f64, Div2Mean);
+every_op_test!(f16_every_op_every_size, f16);
+every_op_test!(bf16_every_op_every_size, bf16);
+every_op_test!(i32_every_op_every_size, i32);
+every_op_test!(i64_every_op_every_size, i64);
+every_op_test!(u32_every_op_every_size, u32);
+every_op_test!(u64_every_op_every_size, u64);
+every_op_test!(u8_every_op_every_size, u8);
+
+macro_rules! ordered_test {
+    ($name:ident, $t:ty, $op:ident) => {
+        #[test]
+        #[ignore = "needs a CUDA device"]
+        fn $name() {
+            let s = seed(stringify!($name));
+            let g = gpu();
+            for &n in SIZES {
+                let host: Vec<$t> = data(n, s ^ n as u64);
+                let dev = upload(g, &host);
+                check(g, &dev, &host, $op, stringify!($name));
+                if n > 1 {
+                    check(
+                        g,
+                        &dev.slice(1..),
+                        &host[1..],
+                        $op,
+                        concat!(stringify!($name), " (offset view)"),
+                    );
+                }
+            }
+        }
+    };
+}
+
+ordered_test!(affine_f32_in_order, Affine<f32>, Compose);
+ordered_test!(affine_f64_in_order, Affine<f64>, Compose);
+ordered_test!(mat2_f32_in_order, Mat2<f32>, MatMul);
+ordered_test!(mat2_f64_in_order, Mat2<f64>, MatMul);
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn the_gpu_follows_the_canonical_tree_for_every_block_size() {
+    // TreeShape records every combine: the GPU's tree must be exactly the canonical one,
+    // for every size and every block size, through a user-defined CUDA operator.
+    for block in [32, 128, 256, 1024] {
+        let g = Gpu::with_options(gpu().stream(), GpuOptions::default().block_size(block)).unwrap();
+        for &n in SIZES.iter().chain(&[5, 100_003, 3 << 22]) {
+            let dev = upload(&g, &vec![0u32; n]);
+            let root = g.reduce(&dev, TreeShape).unwrap();
+            assert_eq!(root, canonical_root(n as u64), "n = {n}, block = {block}");
+            if n > 1 {
+                let root = g.reduce(&dev.slice(1..), TreeShape).unwrap();
+                assert_eq!(
+                    root,
+                    canonical_root(n as u64 - 1),
+                    "view n = {}, block = {block}",
+                    n - 1
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn results_do_not_depend_on_the_block_size() {
+    let s = seed("results_do_not_depend_on_the_block_size");
+    for &n in &[3usize, 4097, 1_000_003, 1 << 24] {
+        let host: Vec<f32> = data(n, s ^ n as u64);
+        let dev = upload(gpu(), &host);
+        let want = Cpu::new().reduce(&host, MeanVar).unwrap();
+        let sum = Cpu::new().reduce(&host, Sum).unwrap();
+        for block in [32, 64, 128, 512, 1024] {
+            let g =
+                Gpu::with_options(gpu().stream(), GpuOptions::default().block_size(block)).unwrap();
+            assert!(
+                same(&g.reduce(&dev, MeanVar).unwrap(), &want),
+                "n = {n}, block = {block}"
+            );
+            assert!(
+                same(&g.reduce(&dev, Sum).unwrap(), &sum),
+                "n = {n}, block = {block}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn div2mean_bits_are_the_pairwise_sum_times_a_power_of_two() {
+    let s = seed("div2mean_bits_are_the_pairwise_sum_times_a_power_of_two");
+    let g = gpu();
+    for &n in SIZES.iter().filter(|&&n| n > 0) {
+        let host: Vec<f32> = data::<f32>(n, s ^ n as u64)
+            .iter()
+            .map(|v| v.abs() + 0.5)
+            .collect();
+        let dev = upload(g, &host);
+        let p = (n as u64).next_power_of_two();
+        let sum = g.reduce(&dev, Sum).unwrap();
+        let halved = sum * (1.0 / p as f64) as f32;
+        let want = (halved as f64 * (p as f64 / n as f64)) as f32;
+        let got = g.reduce(&dev, Div2Mean).unwrap();
+        assert!(
+            same(&got, &want),
+            "n = {n}: Div2Mean {got:?}, pairwise sum scaled {want:?}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn nan_propagates_on_the_gpu_as_on_the_cpu() {
+    let g = gpu();
+    for &n in &[2usize, 33, 4097, 1_000_003] {
+        for pos in [0, n / 2, n - 1] {
+            let mut host: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+            host[pos] = f32::NAN;
+            if pos + 1 < n {
+                host[n - 1] = f32::NAN;
+            }
+            let dev = upload(g, &host);
+            assert!(g.reduce(&dev, Max).unwrap().is_nan());
+            assert!(g.reduce(&dev, Min).unwrap().is_nan());
+            assert_eq!(g.reduce(&dev, ArgMax).unwrap().index, pos as u64, "n = {n}");
+            assert_eq!(g.reduce(&dev, ArgMin).unwrap().index, pos as u64, "n = {n}");
+            let mm = g.reduce(&dev, MinMax).unwrap();
+            assert!(mm.min.is_nan() && mm.max.is_nan());
+            let h: Vec<f16> = host.iter().map(|&v| f16::from_f32(v)).collect();
+            let b: Vec<bf16> = host.iter().map(|&v| bf16::from_f32(v)).collect();
+            assert_eq!(g.reduce(&upload(g, &h), ArgMax).unwrap().index, pos as u64);
+            assert_eq!(g.reduce(&upload(g, &b), ArgMin).unwrap().index, pos as u64);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn more_than_2_pow_32_elements_generated_on_the_device() {
+    // 2^32 + 2^20 + 7 bytes: zeros from the device allocator, then a few values placed
+    // past 2^32, so 64-bit positions and indices are exercised end to end.
+    let g = gpu();
+    let n: usize = (1 << 32) + (1 << 20) + 7;
+    let mut dev = g.stream().alloc_zeros::<u8>(n).unwrap();
+    let marks: [(usize, u8); 5] = [
+        (3, 9),
+        (1 << 31, 200),
+        ((1 << 32) + 5, 255),
+        ((1 << 32) + 77, 255),
+        (n - 1, 17),
+    ];
+    for &(i, v) in &marks {
+        let mut one = dev.slice_mut(i..i + 1);
+        g.stream().memcpy_htod(&[v], &mut one).unwrap();
+    }
+    let total: u64 = marks.iter().map(|&(_, v)| v as u64).sum();
+    assert_eq!(g.reduce(&dev, WideSum).unwrap(), total);
+    assert_eq!(g.reduce(&dev, Sum).unwrap(), total as u8);
+    assert_eq!(
+        g.reduce(&dev, ArgMax).unwrap(),
+        Indexed {
+            value: 255,
+            index: (1 << 32) + 5
+        }
+    );
+    assert_eq!(
+        g.reduce(&dev, MinMax).unwrap(),
+        MinMaxValue { min: 0, max: 255 }
+    );
+    let m = g.reduce(&dev, Mean).unwrap();
+    assert_eq!(m, total as f64 / n as f64);
+    // The tree over 2^33 positions, and a view starting past 2^32.
+    let tail = dev.slice((1 << 32) + 6..);
+    assert_eq!(
+        g.reduce(&tail, ArgMax).unwrap(),
+        Indexed {
+            value: 255,
+            index: 71
+        }
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn reduce_into_is_asynchronous_and_checks_its_output() {
+    let g = gpu();
+    let host: Vec<i32> = (0..100_000).collect();
+    let dev = upload(g, &host);
+    let r = g.reducer::<i32, _>(Sum).unwrap();
+    let mut outs: Vec<CudaSlice<i32>> = (0..8)
+        .map(|_| g.stream().clone_htod(&[poison::<i32>()]).unwrap())
+        .collect();
+    for (k, out) in outs.iter_mut().enumerate() {
+        r.reduce_into(&dev.slice(k * 1000..), out).unwrap(); // no synchronisation in between
+    }
+    for (k, out) in outs.iter().enumerate() {
+        let want: i32 = host[k * 1000..]
+            .iter()
+            .fold(0i32, |a, &b| a.wrapping_add(b));
+        assert_eq!(g.stream().clone_dtoh(out).unwrap(), [want]);
+    }
+    let mut two = g.stream().alloc_zeros::<i32>(2).unwrap();
+    assert_eq!(
+        r.reduce_into(&dev, &mut two).unwrap_err().kind(),
+        ErrorKind::LengthMismatch
+    );
+    let empty = upload::<f32>(g, &[]);
+    assert_eq!(g.reduce(&empty, Sum).unwrap(), 0.0);
+    assert_eq!(
+        g.reduce(&empty, Max).unwrap_err().kind(),
+        ErrorKind::EmptyInput
+    );
+    assert_eq!(g.reduce_host(&[] as &[f32], Prod).unwrap(), 1.0);
+}
+
+#[derive(Clone, Copy)]
+struct Broken;
+impl Operator<f32> for Broken {
+    type Acc = f32;
+    type Out = f32;
+    const COMMUTATIVE: bool = true;
+    const EMPTY_IS_ERROR: bool = false;
+    const NAME: &'static str = "Broken";
+    fn identity(&self) -> f32 {
+        0.0
+    }
+    fn lift(&self, x: f32, _: u64) -> f32 {
+        x
+    }
+    fn combine(&self, a: f32, b: f32) -> f32 {
+        a + b
+    }
+    fn finish(&self, a: f32, _: u64) -> f32 {
+        a
+    }
+    fn cuda(&self) -> CudaOp {
+        CudaOp {
+            type_name: "BrokenOp".into(),
+            source:
+                "struct BrokenOp {\n  typedef float In; typedef float Acc; typedef float Out;\n  \
+                     __device__ Acc identity() const { return 0.0f; }\n  \
+                     __device__ Acc lift(In x, unsigned long long) const { return x; }\n  \
+                     __device__ Acc combine(Acc a, Acc b) const { return a + undefined_thing; }\n  \
+                     __device__ Out finish(Acc a, unsigned long long) const { return a; }\n};"
+                    .into(),
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_kernel_that_fails_to_compile_reports_the_log_and_the_source() {
+    let e = gpu().reducer::<f32, _>(Broken).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Compile);
+    let msg = e.to_string();
+    assert!(msg.contains("undefined_thing"), "{msg}");
+    assert!(
+        msg.contains("--- generated source around the error ---"),
+        "{msg}"
+    );
+    assert!(
+        msg.lines()
+            .any(|l| l.starts_with('>') && l.contains("undefined_thing")),
+        "{msg}"
+    );
+    assert!(e.compile_log().unwrap().contains("error"));
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn the_disk_cache_serves_a_second_handle() {
+    let dir = std::env::temp_dir().join(format!("cufold-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = GpuOptions::default()
+        .block_size(64)
+        .disk_cache(cufold::DiskCache::Dir(dir.clone()));
+    let g = Gpu::with_options(gpu().stream(), opts).unwrap();
+    let dev = upload(&g, &[1.5f64, 2.5]);
+    assert_eq!(g.reduce(&dev, Sum).unwrap(), 4.0);
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .collect();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.path().extension().is_some_and(|x| x == "cubin")),
+        "no cubin in {dir:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+#[ignore = "needs NVRTC (part of the CUDA toolkit)"]
+fn every_builtin_kernel_compiles_for_hopper() {
+    use cufold::plan::KernelShape;
+    fn build<T: DeviceValue, O: Operator<T>>(op: O) {
+        // One block size here: the other GPU tests run several (and compile them).
+        for block in [256] {
+            let shape = KernelShape::for_sizes(std::mem::size_of::<T>(), block).unwrap();
+            for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
+                if let Err(e) = cufold::compile_reduce_kernel(&op.cuda(), &shape, vector, "sm_90") {
+                    panic!("{} over {}: {e}", O::NAME, T::cuda_name());
+                }
+            }
+        }
+    }
+    macro_rules! all {
+        ($($t:ty),*) => {$(
+            build::<$t, _>(Sum); build::<$t, _>(Prod); build::<$t, _>(Min); build::<$t, _>(Max);
+            build::<$t, _>(MinMax); build::<$t, _>(ArgMin); build::<$t, _>(ArgMax);
+            build::<$t, _>(WideSum); build::<$t, _>(Mean); build::<$t, _>(MeanVar);
+        )*};
+    }
+    all!(f32, f64, f16, bf16, i32, i64, u32, u64, u8);
+    build::<f32, _>(Div2Mean);
+    build::<f64, _>(Div2Mean);
+    build::<Affine<f32>, _>(Compose);
+    build::<Affine<f64>, _>(Compose);
+    build::<Mat2<f32>, _>(MatMul);
+    build::<Mat2<f64>, _>(MatMul);
+    build::<u32, _>(TreeShape);
+}
