@@ -28,11 +28,17 @@ template <class T> __device__ __forceinline__ T load_cg(const T* p) {
 #pragma unroll
         for (int i = 0; i < (int)(sizeof(T) / 4); ++i) w[i] = __ldcg(q + i);
         memcpy(&r, w, sizeof(T));
-    } else {
+    } else if (sizeof(T) % 2 == 0) {
         unsigned short w[sizeof(T) / 2 + 1];
         const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
 #pragma unroll
         for (int i = 0; i < (int)(sizeof(T) / 2); ++i) w[i] = __ldcg(q + i);
+        memcpy(&r, w, sizeof(T));
+    } else {
+        unsigned char w[sizeof(T)];
+        const unsigned char* q = reinterpret_cast<const unsigned char*>(p);
+#pragma unroll
+        for (int i = 0; i < (int)sizeof(T); ++i) w[i] = __ldcg(q + i);
         memcpy(&r, w, sizeof(T));
     }
     return r;
