@@ -4,12 +4,13 @@
 //!
 //! ```text
 //! cargo bench --bench gpu_reduce -- [--ops sum,max,argmax,mean,div2mean] [--dtypes f32,f16,f64,i32]
-//!                                   [--log2 20,24,28] [--block 256] [--reps 50] [--json OUT.json]
+//!                                   [--log2 20,24,28] [--block 1024] [--reps 50] [--json OUT.json]
 //! ```
 //!
 //! Each result is checked once against the CPU backend (the bits must agree) before timing.
 //! Inputs of 2^20 elements fit in the 50 MB L2 of an H100, as they do for the peers.
 
+use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
 use cudarc::driver::CudaSlice;
 use cufold::ops::{ArgMax, Div2Mean, Max, Mean, Operator, Sum};
 use cufold::{f16, Cpu, DeviceValue, Gpu, GpuOptions};
@@ -32,7 +33,7 @@ fn parse() -> Args {
             .collect(),
         dtypes: "f32,f16,f64,i32".split(',').map(String::from).collect(),
         log2: vec![20, 24, 28],
-        block: 256,
+        block: 1024,
         reps: 50,
         json: None,
     };
@@ -153,8 +154,9 @@ fn time<T: Data, O: Operator<T>>(
     stream.synchronize()?;
     let mut ms = Vec::with_capacity(reps);
     for _ in 0..reps {
-        let a = ctx.new_event(None)?;
-        let b = ctx.new_event(None)?;
+        // cudarc's default (None) makes events without timing.
+        let a = ctx.new_event(Some(CU_EVENT_DEFAULT))?;
+        let b = ctx.new_event(Some(CU_EVENT_DEFAULT))?;
         a.record(stream)?;
         r.reduce_into(x, &mut out)?;
         b.record(stream)?;
