@@ -256,9 +256,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &a.json {
         let mut s = String::from("[\n");
         for (i, r) in rows.iter().enumerate() {
-            let _ = write!(
+            let _ = writeln!(
                 s,
-                "{{\"lib\": \"cufold\", \"op\": \"{}\", \"dtype\": \"{}\", \"n\": {}, \"ms\": {}, \"gbs\": {}, \"device\": \"{}\"}}{}\n",
+                "{{\"lib\": \"cufold\", \"op\": \"{}\", \"dtype\": \"{}\", \"n\": {}, \"ms\": {}, \"gbs\": {}, \"device\": \"{}\"}}{}",
                 r.op,
                 r.dtype,
                 r.n,
