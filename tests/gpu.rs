@@ -260,50 +260,109 @@ fn nan_propagates_on_the_gpu_as_on_the_cpu() {
     }
 }
 
+/// The byte the fill kernel writes at position `i`: a hash, values 0..=254 (255 is placed by
+/// hand), so sums, extremes and indices over > 2^32 positions are all non-trivial.
+fn pattern(i: u64, seed: u64) -> u8 {
+    let mut z = i ^ seed;
+    z = (z ^ (z >> 33)).wrapping_mul(0xff51afd7ed558ccd);
+    z = (z ^ (z >> 33)).wrapping_mul(0xc4ceb9fe1a85ec53);
+    ((z ^ (z >> 33)) % 255) as u8
+}
+
+const FILL: &str = r#"
+extern "C" __global__ void fill(unsigned char* x, unsigned long long n, unsigned long long seed) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        unsigned long long z = i ^ seed;
+        z = (z ^ (z >> 33)) * 0xff51afd7ed558ccdull;
+        z = (z ^ (z >> 33)) * 0xc4ceb9fe1a85ec53ull;
+        x[i] = (unsigned char)((z ^ (z >> 33)) % 255);
+    }
+}"#;
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn more_than_2_pow_32_elements_generated_on_the_device() {
-    // 2^32 + 2^20 + 7 bytes: zeros from the device allocator, then a few values placed
-    // past 2^32, so 64-bit positions and indices are exercised end to end.
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    let s = seed("more_than_2_pow_32_elements_generated_on_the_device");
     let g = gpu();
     let n: usize = (1 << 32) + (1 << 20) + 7;
     let mut dev = g.stream().alloc_zeros::<u8>(n).unwrap();
-    let marks: [(usize, u8); 5] = [
-        (3, 9),
-        (1 << 31, 200),
-        ((1 << 32) + 5, 255),
-        ((1 << 32) + 77, 255),
-        (n - 1, 17),
-    ];
-    for &(i, v) in &marks {
-        let mut one = dev.slice_mut(i..i + 1);
-        g.stream().memcpy_htod(&[v], &mut one).unwrap();
+    let module = g
+        .stream()
+        .context()
+        .load_module(cudarc::nvrtc::compile_ptx(FILL).unwrap())
+        .unwrap();
+    let fill = module.load_function("fill").unwrap();
+    let cfg = LaunchConfig {
+        grid_dim: (132 * 16, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut launch = g.stream().launch_builder(&fill);
+    let n64 = n as u64;
+    launch.arg(&mut dev).arg(&n64).arg(&s);
+    // SAFETY: fill(unsigned char*, u64, u64) writes x[0..n), and dev holds n bytes.
+    unsafe { launch.launch(cfg) }.unwrap();
+    // The only 255 sits past 2^32 (twice: the first one is the argmax).
+    let top = [(1usize << 32) + 5, (1 << 32) + 77];
+    for i in top {
+        g.stream()
+            .memcpy_htod(&[255u8], &mut dev.slice_mut(i..i + 1))
+            .unwrap();
     }
-    let total: u64 = marks.iter().map(|&(_, v)| v as u64).sum();
-    assert_eq!(g.reduce(&dev, WideSum).unwrap(), total);
-    assert_eq!(g.reduce(&dev, Sum).unwrap(), total as u8);
+    // CPU references, exact for integers whatever the order: all cores.
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let chunk = n.div_ceil(threads);
+    let (sum, min) = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                sc.spawn(move || {
+                    let (mut sum, mut min) = (0u64, u8::MAX);
+                    for i in t * chunk..((t + 1) * chunk).min(n) {
+                        let v = if top.contains(&i) {
+                            255
+                        } else {
+                            pattern(i as u64, s)
+                        };
+                        sum += v as u64;
+                        min = min.min(v);
+                    }
+                    (sum, min)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0u64, u8::MAX), |a, b| (a.0 + b.0, a.1.min(b.1)))
+    });
+    assert_eq!(g.reduce(&dev, WideSum).unwrap(), sum);
+    assert_eq!(g.reduce(&dev, Sum).unwrap(), sum as u8);
     assert_eq!(
         g.reduce(&dev, ArgMax).unwrap(),
         Indexed {
             value: 255,
-            index: (1 << 32) + 5
+            index: top[0] as u64
         }
     );
     assert_eq!(
         g.reduce(&dev, MinMax).unwrap(),
-        MinMaxValue { min: 0, max: 255 }
+        MinMaxValue { min, max: 255 }
     );
-    let m = g.reduce(&dev, Mean).unwrap();
-    assert_eq!(m, total as f64 / n as f64);
-    // The tree over 2^33 positions, and a view starting past 2^32.
-    let tail = dev.slice((1 << 32) + 6..);
+    assert_eq!(g.reduce(&dev, Mean).unwrap(), sum as f64 / n as f64);
+    // A view that starts past 2^32.
+    let tail = dev.slice(top[0] + 1..);
     assert_eq!(
         g.reduce(&tail, ArgMax).unwrap(),
         Indexed {
             value: 255,
-            index: 71
+            index: (top[1] - top[0] - 1) as u64
         }
     );
+    // Run to run, the whole tree over 2^33 positions: the same bits.
+    let a = g.reduce(&dev, MeanVar).unwrap();
+    assert!(same(&a, &g.reduce(&dev, MeanVar).unwrap()));
+    assert_eq!(a.count, n as f64);
 }
 
 #[test]
