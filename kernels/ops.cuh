@@ -91,12 +91,10 @@ template <class T> struct WideSum {
     __device__ Out finish(Acc a, u64) const { return a; }
 };
 
-template <class T> struct Mean {
-    typedef T In; typedef typename wide<T>::type Acc; typedef double Out;
-    __device__ Acc identity() const { return (Acc)0; }
-    __device__ Acc lift(In x, u64) const { return widen(x); }
-    __device__ Acc combine(Acc a, Acc b) const { return arith<Acc>::add(a, b); }
-    __device__ Out finish(Acc a, u64 n) const { return (double)a / (double)n; }
+// WideSum's monoid, finished by dividing by N.
+template <class T> struct Mean : WideSum<T> {
+    typedef double Out;
+    __device__ Out finish(typename WideSum<T>::Acc a, u64 n) const { return (double)a / (double)n; }
 };
 
 struct MeanVarV { double count; double mean; double m2; };

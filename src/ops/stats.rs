@@ -1,6 +1,6 @@
 //! Means: the plain mean, mean and variance in one pass, and the paper's halving mean.
 
-use super::{CudaOp, Operator};
+use super::{CudaOp, Operator, WideSum};
 use crate::element::{Element, Real, Widen};
 
 /// The arithmetic mean as f64: the canonical-tree sum in the [`Widen::Wide`] type
@@ -19,6 +19,7 @@ use crate::element::{Element, Real, Widen};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Mean;
 
+/// [`WideSum`]'s monoid, with a finish that divides by N.
 impl<T: Widen> Operator<T> for Mean {
     type Acc = T::Wide;
     type Out = f64;
@@ -26,13 +27,13 @@ impl<T: Widen> Operator<T> for Mean {
     const EMPTY_IS_ERROR: bool = true;
     const NAME: &'static str = "Mean";
     fn identity(&self) -> T::Wide {
-        T::Wide::zero()
+        <WideSum as Operator<T>>::identity(&WideSum)
     }
-    fn lift(&self, x: T, _: u64) -> T::Wide {
-        x.widen()
+    fn lift(&self, x: T, index: u64) -> T::Wide {
+        WideSum.lift(x, index)
     }
     fn combine(&self, a: T::Wide, b: T::Wide) -> T::Wide {
-        a.add(b)
+        <WideSum as Operator<T>>::combine(&WideSum, a, b)
     }
     fn finish(&self, acc: T::Wide, n: u64) -> f64 {
         acc.to_f64() / n as f64
