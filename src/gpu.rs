@@ -5,7 +5,7 @@ use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
 use crate::jit::{self, DiskCache};
 use crate::ops::Operator;
-use crate::plan::{plan_reduce, DeviceProps, KernelShape, Plan};
+use crate::plan::{plan_reduce, DeviceProps, KernelShape, Plan, ScanAlgorithm};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig,
@@ -23,7 +23,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GpuOptions {
     block: u32,
-    disk_cache: DiskCache,
+    pub(crate) disk_cache: DiskCache,
+    scan_block: u32,
+    scan_bytes: u32,
+    scan_algorithm: ScanAlgorithm,
+    scan_staging: bool,
 }
 
 impl Default for GpuOptions {
@@ -31,6 +35,10 @@ impl Default for GpuOptions {
         GpuOptions {
             block: 1024,
             disk_cache: DiskCache::Default,
+            scan_block: 256,
+            scan_bytes: 128,
+            scan_algorithm: ScanAlgorithm::default(),
+            scan_staging: true,
         }
     }
 }
@@ -68,6 +76,96 @@ impl GpuOptions {
     pub fn block(&self) -> u32 {
         self.block
     }
+
+    /// Threads per block of the scan kernels: a power of two from 32 to 1024 (default 256;
+    /// halved automatically while an operator's accumulators would not fit the block's
+    /// shared memory). It changes the speed, never the result.
+    ///
+    /// ```
+    /// let opts = cufold::GpuOptions::default().scan_block_size(512);
+    /// assert_eq!(opts.scan_block(), 512);
+    /// ```
+    pub fn scan_block_size(mut self, block: u32) -> Self {
+        self.scan_block = block;
+        self
+    }
+
+    /// The scan block size these options ask for.
+    ///
+    /// ```
+    /// assert_eq!(cufold::GpuOptions::default().scan_block(), 256);
+    /// ```
+    pub fn scan_block(&self) -> u32 {
+        self.scan_block
+    }
+
+    /// Bytes of input each scan thread loads per tile (default 128: eight 16-byte loads; from
+    /// 1 to 1024, rounded to the items of a power-of-two run). It changes the speed, never
+    /// the result.
+    ///
+    /// ```
+    /// let opts = cufold::GpuOptions::default().scan_bytes_per_thread(128);
+    /// assert_eq!(opts.scan_bytes(), 128);
+    /// ```
+    pub fn scan_bytes_per_thread(mut self, bytes: u32) -> Self {
+        self.scan_bytes = bytes.clamp(1, 1024);
+        self
+    }
+
+    /// The bytes per scan thread these options ask for.
+    ///
+    /// ```
+    /// assert_eq!(cufold::GpuOptions::default().scan_bytes(), 128);
+    /// ```
+    pub fn scan_bytes(&self) -> u32 {
+        self.scan_bytes
+    }
+
+    /// The block-level algorithm of the scan kernels (default
+    /// [`ScanAlgorithm::WarpShuffle`]). All compute the same bits.
+    ///
+    /// ```
+    /// use cufold::{GpuOptions, ScanAlgorithm};
+    /// let opts = GpuOptions::default().scan_algorithm(ScanAlgorithm::HillisSteele);
+    /// assert_eq!(opts.algorithm(), ScanAlgorithm::HillisSteele);
+    /// ```
+    pub fn scan_algorithm(mut self, algorithm: ScanAlgorithm) -> Self {
+        self.scan_algorithm = algorithm;
+        self
+    }
+
+    /// Whether scan kernels move each warp's runs between global memory and registers
+    /// through shared memory (default true): global loads and stores are then coalesced
+    /// 16-byte accesses, the loads asynchronous (`cp.async`), overlapping the look-back.
+    /// It changes the speed, never the result.
+    ///
+    /// ```
+    /// let opts = cufold::GpuOptions::default().scan_shared_staging(false);
+    /// assert!(!opts.scan_staging());
+    /// ```
+    pub fn scan_shared_staging(mut self, staging: bool) -> Self {
+        self.scan_staging = staging;
+        self
+    }
+
+    /// Whether scans stage through shared memory (see
+    /// [`GpuOptions::scan_shared_staging`]).
+    ///
+    /// ```
+    /// assert!(cufold::GpuOptions::default().scan_staging());
+    /// ```
+    pub fn scan_staging(&self) -> bool {
+        self.scan_staging
+    }
+
+    /// The scan algorithm these options ask for.
+    ///
+    /// ```
+    /// assert_eq!(cufold::GpuOptions::default().algorithm(), cufold::ScanAlgorithm::WarpShuffle);
+    /// ```
+    pub fn algorithm(&self) -> ScanAlgorithm {
+        self.scan_algorithm
+    }
 }
 
 /// Checks that the CUDA driver and NVRTC libraries can be loaded, so that cudarc (which
@@ -94,13 +192,28 @@ struct Scratch {
 /// Bytes before the partials: the ticket counter of the last-block-done protocol.
 const TICKET_BYTES: usize = 256;
 
-struct Inner {
-    stream: Arc<CudaStream>,
+/// The scan kernels' look-back memory: a ticket counter, then per tile a node whose words
+/// each carry the epoch of the launch that wrote them, so nothing is cleared between
+/// launches; the buffer only grows.
+pub(crate) struct ScanScratch {
+    // Owns the memory `ptr` points into.
+    pub(crate) buf: Option<CudaSlice<u8>>,
+    pub(crate) ptr: u64,
+    pub(crate) bytes: usize,
+    /// The epoch of the last launch (flags of later launches differ from every earlier one).
+    pub(crate) epoch: u32,
+    /// Tickets handed out in this buffer so far (the kernel subtracts it).
+    pub(crate) tickets: u64,
+}
+
+pub(crate) struct Inner {
+    pub(crate) stream: Arc<CudaStream>,
     props: DeviceProps,
-    arch: String,
+    pub(crate) arch: String,
     name: String,
-    opts: GpuOptions,
+    pub(crate) opts: GpuOptions,
     scratch: Mutex<Scratch>,
+    pub(crate) scan_scratch: Mutex<ScanScratch>,
 }
 
 /// A handle for running cufold on a CUDA stream: the caller's stream, the caller's buffers.
@@ -123,7 +236,7 @@ struct Inner {
 /// ```
 #[derive(Clone)]
 pub struct Gpu {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -160,6 +273,7 @@ impl Gpu {
     pub fn with_options(stream: &Arc<CudaStream>, opts: GpuOptions) -> Result<Gpu> {
         probe_libraries()?;
         KernelShape::for_sizes(4, opts.block)?;
+        KernelShape::for_sizes(4, opts.scan_block)?;
         let ctx = stream.context();
         let attr = |a| {
             ctx.attribute(a)
@@ -185,6 +299,13 @@ impl Gpu {
                     _buf: None,
                     ptr: 0,
                     bytes: 0,
+                }),
+                scan_scratch: Mutex::new(ScanScratch {
+                    buf: None,
+                    ptr: 0,
+                    bytes: 0,
+                    epoch: 0,
+                    tickets: 0,
                 }),
             }),
         })
@@ -323,7 +444,7 @@ impl Gpu {
         reducer.reduce(&dev)
     }
 
-    fn alloc<T: DeviceValue>(&self, len: usize) -> Result<CudaSlice<T>> {
+    pub(crate) fn alloc<T: DeviceValue>(&self, len: usize) -> Result<CudaSlice<T>> {
         self.stream()
             .alloc_zeros::<T>(len)
             .map_err(|e| Error::driver("allocating device memory", e))

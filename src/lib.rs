@@ -67,13 +67,19 @@ mod gpu;
 mod jit;
 pub mod ops;
 pub mod plan;
+mod scan;
 
 pub use cpu::Cpu;
 pub use element::{DeviceValue, Element, Real, Widen};
 pub use error::{Error, ErrorKind, Result};
 pub use gpu::{Gpu, GpuOptions, Reducer};
 pub use half::{bf16, f16};
-pub use jit::{compile_reduce_kernel, cuda_header, reduce_kernel_source, DiskCache};
+pub use jit::{
+    compile_reduce_kernel, compile_scan_kernel, cuda_header, reduce_kernel_source,
+    scan_kernel_source, DiskCache,
+};
+pub use plan::ScanAlgorithm;
+pub use scan::{ScanKind, Scanner};
 
 use ops::Operator;
 
@@ -120,6 +126,27 @@ impl Backend {
         match self {
             Backend::Gpu(g) => g.reduce_host(x, op),
             Backend::Cpu(c) => c.reduce(x, op),
+        }
+    }
+
+    /// Scans host data: on the GPU (upload, scan, download) or on the CPU. Both follow the
+    /// same canonical grouping.
+    ///
+    /// ```
+    /// use cufold::{ops::Sum, Backend, Cpu, ScanKind};
+    /// let s = Backend::Cpu(Cpu::new()).scan(&[1i64, 2, 3], Sum, ScanKind::Inclusive)?;
+    /// assert_eq!(s, [1, 3, 6]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan<T: DeviceValue, O: Operator<T>>(
+        &self,
+        x: &[T],
+        op: O,
+        kind: ScanKind,
+    ) -> Result<Vec<O::Out>> {
+        match self {
+            Backend::Gpu(g) => g.scan_host(x, op, kind),
+            Backend::Cpu(c) => c.scan(x, op, kind),
         }
     }
 

@@ -4,7 +4,9 @@
 //! plan changes only the speed, never the bits: a different block size, number of loads per
 //! thread or grid gives the same result.
 
+use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
+use crate::ops::Operator;
 
 /// What the planner needs to know about the device.
 ///
@@ -168,6 +170,289 @@ pub fn plan_reduce(n: u64, shape: &KernelShape, dev: &DeviceProps) -> Result<Pla
     })
 }
 
+/// The block-level algorithm of a device-wide scan (`kernels/block.cuh`). All three compute
+/// the canonical grouping (crate docs), so they give the same bits; they differ in schedule
+/// and speed. `n` below is the number of values a block scans (one per thread).
+///
+/// ```
+/// use cufold::ScanAlgorithm;
+/// let opts = cufold::GpuOptions::default().scan_algorithm(ScanAlgorithm::Blelloch);
+/// assert_eq!(opts.algorithm(), ScanAlgorithm::Blelloch);
+/// assert_eq!(ScanAlgorithm::default(), ScanAlgorithm::WarpShuffle);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ScanAlgorithm {
+    /// Each warp scans its 32 values with register shuffles (a butterfly up, keeping each
+    /// step's neighbouring block, then a fold of those, largest first), and one warp scans
+    /// the warp totals the same way. Shared memory: two values per warp. Steps:
+    /// log2(32) + log2(n / 32) shuffle rounds; work O(n log n) combines. The default: the
+    /// fastest on an H100 (BENCHMARKS.md).
+    #[default]
+    WarpShuffle,
+    /// Blelloch's work-efficient scan: an up-sweep building the tree over a shared array and
+    /// a down-sweep handing each node its prefix. Work 2 (n - 1) combines, 2 log2(n) steps,
+    /// with the number of active threads halving, then doubling, from step to step.
+    Blelloch,
+    /// Hillis and Steele's step-efficient schedule: at each of log2(n) doubling steps every
+    /// thread exchanges its block's tree with thread `i ^ 2^d` through shared memory and
+    /// keeps the left neighbour's, then it folds those onto the incoming prefix, largest
+    /// first. Work O(n log n) combines, every thread active at every step.
+    HillisSteele,
+}
+
+impl ScanAlgorithm {
+    /// The value of `CF_ALGO` in `kernels/block.cuh`.
+    pub(crate) fn cuda_id(self) -> u32 {
+        match self {
+            ScanAlgorithm::WarpShuffle => 0,
+            ScanAlgorithm::Blelloch => 1,
+            ScanAlgorithm::HillisSteele => 2,
+        }
+    }
+}
+
+/// The byte sizes of a scan's input, accumulator and output types: what the planner needs to
+/// know about an operator.
+///
+/// ```
+/// use cufold::plan::TypeSizes;
+/// let s = TypeSizes::of::<cufold::f16, cufold::ops::Mean>();
+/// assert_eq!((s.input, s.acc, s.output), (2, 4, 8));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TypeSizes {
+    /// Bytes of an input element.
+    pub input: usize,
+    /// Bytes of an accumulator.
+    pub acc: usize,
+    /// Bytes of an output element.
+    pub output: usize,
+}
+
+impl TypeSizes {
+    /// The sizes for `op: O` over elements of type `T`.
+    ///
+    /// ```
+    /// let s = cufold::plan::TypeSizes::of::<f32, cufold::ops::ArgMax>();
+    /// assert_eq!((s.input, s.acc, s.output), (4, 16, 16));
+    /// ```
+    pub fn of<T: DeviceValue, O: Operator<T>>() -> TypeSizes {
+        TypeSizes {
+            input: std::mem::size_of::<T>(),
+            acc: std::mem::size_of::<O::Acc>(),
+            output: std::mem::size_of::<O::Out>(),
+        }
+    }
+
+    /// The same size for all three (an operator such as `Sum`).
+    ///
+    /// ```
+    /// assert_eq!(cufold::plan::TypeSizes::uniform(8).output, 8);
+    /// ```
+    pub fn uniform(size: usize) -> TypeSizes {
+        TypeSizes {
+            input: size,
+            acc: size,
+            output: size,
+        }
+    }
+}
+
+/// Compile-time shape of a scan kernel: one compiled kernel serves every N.
+///
+/// ```
+/// use cufold::plan::{ScanShape, TypeSizes};
+/// use cufold::ScanAlgorithm;
+/// let s = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 128, ScanAlgorithm::WarpShuffle, true).unwrap();
+/// assert_eq!((s.block, s.items, s.tile()), (256, 32, 8192)); // f32 sum: 128 bytes per thread
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ScanShape {
+    /// Threads per block: a power of two from 32 to 1024.
+    pub block: u32,
+    /// Contiguous positions per thread: a power of two from 1 to 32.
+    pub items: u32,
+    /// The block-level algorithm.
+    pub algorithm: ScanAlgorithm,
+    /// Whether whole warps move their runs through shared memory, so that global loads and
+    /// stores are coalesced 16-byte accesses (when a run is a whole number of 16-byte
+    /// vectors), rather than each thread reading its own run.
+    pub staging: bool,
+}
+
+/// The most static shared memory a kernel may declare.
+const MAX_SHARED: usize = 48 * 1024;
+/// The most contiguous positions one thread scans.
+const MAX_ITEMS: usize = 32;
+
+impl ScanShape {
+    /// The shape for operators with these type `sizes`, `block` threads per block, about
+    /// `bytes_per_thread` bytes of input per thread (a thread's accumulators are held to
+    /// twice that, so that wide accumulators do not spill), the block-level `algorithm`, and
+    /// whether warps stage their runs through shared memory.
+    ///
+    /// Errors if `block` is not a power of two in 32..=1024, or if the block's shared memory
+    /// would pass 48 KiB.
+    ///
+    /// ```
+    /// use cufold::plan::{ScanShape, TypeSizes};
+    /// use cufold::ScanAlgorithm::*;
+    /// let f16 = TypeSizes::uniform(2);
+    /// assert_eq!(ScanShape::for_sizes(f16, 256, 64, WarpShuffle, true).unwrap().items, 32);
+    /// let meanvar = TypeSizes { input: 4, acc: 24, output: 24 };
+    /// assert_eq!(ScanShape::for_sizes(meanvar, 256, 64, WarpShuffle, true).unwrap().items, 4);
+    /// assert!(ScanShape::for_sizes(f16, 2048, 64, Blelloch, true).is_err());
+    /// assert!(ScanShape::for_sizes(TypeSizes::uniform(256), 1024, 64, Blelloch, false).is_err());
+    /// ```
+    pub fn for_sizes(
+        sizes: TypeSizes,
+        block: u32,
+        bytes_per_thread: usize,
+        algorithm: ScanAlgorithm,
+        staging: bool,
+    ) -> Result<ScanShape> {
+        KernelShape::for_sizes(sizes.input, block)?;
+        let fit = |bytes: usize, size: usize| {
+            let k = (bytes / size.max(1)).max(1);
+            1usize << k.ilog2()
+        };
+        let items = fit(bytes_per_thread, sizes.input)
+            .min(fit(2 * bytes_per_thread, sizes.acc))
+            .min(MAX_ITEMS);
+        let shape = ScanShape {
+            block,
+            items: items as u32,
+            algorithm,
+            staging,
+        };
+        let smem = shape.shared_bytes(sizes);
+        if smem > MAX_SHARED {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "a {algorithm:?} scan with {block} threads per block needs {smem} bytes of shared \
+                     memory for these types ({sizes:?}), more than the {MAX_SHARED} allowed: use a \
+                     smaller scan block size or fewer bytes per thread"
+                ),
+            ));
+        }
+        Ok(shape)
+    }
+
+    /// Like [`ScanShape::for_sizes`], with the largest block size up to `block` whose shared
+    /// memory fits (at least 32): a default that works for every operator.
+    ///
+    /// ```
+    /// use cufold::plan::{ScanShape, TypeSizes};
+    /// use cufold::ScanAlgorithm::Blelloch;
+    /// assert_eq!(ScanShape::fitting(TypeSizes::uniform(4), 256, 64, Blelloch, true).unwrap().block, 256);
+    /// assert_eq!(ScanShape::fitting(TypeSizes::uniform(128), 256, 64, Blelloch, false).unwrap().block, 64);
+    /// ```
+    pub fn fitting(
+        sizes: TypeSizes,
+        block: u32,
+        bytes_per_thread: usize,
+        algorithm: ScanAlgorithm,
+        staging: bool,
+    ) -> Result<ScanShape> {
+        KernelShape::for_sizes(sizes.input, block)?;
+        let mut b = block;
+        loop {
+            match ScanShape::for_sizes(sizes, b, bytes_per_thread, algorithm, staging) {
+                Err(e) if e.kind() == ErrorKind::InvalidConfig && b > 32 => b /= 2,
+                other => return other,
+            }
+        }
+    }
+
+    /// Positions one block scans: `block * items`.
+    ///
+    /// ```
+    /// use cufold::plan::{ScanShape, TypeSizes};
+    /// let s = ScanShape::for_sizes(TypeSizes::uniform(8), 128, 64, Default::default(), true).unwrap();
+    /// assert_eq!(s.tile(), 128 * 8);
+    /// ```
+    pub fn tile(&self) -> u64 {
+        self.block as u64 * self.items as u64
+    }
+
+    /// Static shared memory of the kernel for these type sizes (an estimate that errs high
+    /// by a few bytes).
+    ///
+    /// ```
+    /// use cufold::plan::{ScanShape, TypeSizes};
+    /// let s = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 64, Default::default(), false).unwrap();
+    /// assert!(s.shared_bytes(TypeSizes::uniform(4)) < 2048);
+    /// ```
+    pub fn shared_bytes(&self, sizes: TypeSizes) -> usize {
+        let b = self.block as usize;
+        let acc = sizes.acc;
+        let storage = match self.algorithm {
+            ScanAlgorithm::WarpShuffle => 2 * (b / 32),
+            ScanAlgorithm::Blelloch | ScanAlgorithm::HillisSteele => 2 * b,
+        };
+        // Staging: per warp, 32 runs of whole 16-byte vectors, each padded by one vector.
+        let staging = if self.staging {
+            let vectors = |size: usize| {
+                let run = self.items as usize * size;
+                if run % 16 == 0 {
+                    run / 16
+                } else {
+                    0
+                }
+            };
+            let v = vectors(sizes.input).max(vectors(sizes.output));
+            (b / 32) * 32 * (v.max(1) + 1) * 16
+        } else {
+            0
+        };
+        // Plus the look-back's stage of 32 accumulators, and the next-thread prefixes.
+        (storage + b + 34) * acc + staging + 64
+    }
+}
+
+/// One launch of the scan kernel: one block per tile.
+///
+/// ```
+/// use cufold::plan::{plan_scan, ScanShape, TypeSizes};
+/// let shape = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 64, Default::default(), true).unwrap();
+/// assert_eq!(plan_scan(1000, &shape).unwrap().tiles, 1);
+/// assert_eq!(plan_scan(1 << 28, &shape).unwrap().tiles, 1 << 16);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ScanPlan {
+    /// Tiles, and blocks in the grid (at least one).
+    pub tiles: u64,
+    /// Positions per tile.
+    pub tile: u64,
+}
+
+/// Plans the scan of `n` elements with a kernel of `shape`: one launch whatever N, with a
+/// block per tile. Errors ([`ErrorKind::TooLarge`]) past 2^31 - 1 tiles, the most blocks a
+/// CUDA grid holds.
+///
+/// ```
+/// use cufold::plan::{plan_scan, ScanShape, TypeSizes};
+/// let shape = ScanShape::for_sizes(TypeSizes::uniform(1), 256, 64, Default::default(), true).unwrap();
+/// assert_eq!(plan_scan(5_000_000_000, &shape).unwrap().tiles, 610_352); // past 2^32 is fine
+/// assert!(plan_scan(1 << 50, &shape).is_err());
+/// ```
+pub fn plan_scan(n: u64, shape: &ScanShape) -> Result<ScanPlan> {
+    let tile = shape.tile();
+    let tiles = n.div_ceil(tile).max(1);
+    if tiles > i32::MAX as u64 {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            format!(
+                "{n} elements: a scan of {}-position tiles takes at most {} elements",
+                tile,
+                i32::MAX as u64 * tile
+            ),
+        ));
+    }
+    Ok(ScanPlan { tiles, tile })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,6 +523,75 @@ mod tests {
         let s = KernelShape::for_sizes(4, 256).unwrap();
         let p = plan_reduce(1 << 28, &s, &H100).unwrap();
         assert!(p.grid > 132 * 8 / 2 && p.grid <= 132 * 8, "{p:?}");
+    }
+
+    #[test]
+    fn scan_shapes_fit_registers_and_shared_memory() {
+        use ScanAlgorithm::*;
+        for algo in [WarpShuffle, Blelloch, HillisSteele] {
+            for (in_size, acc_size, items) in [
+                (1, 1, 32),
+                (2, 2, 32),
+                (4, 4, 16),
+                (8, 8, 8),
+                (4, 8, 16),
+                (4, 24, 4),
+                (16, 16, 4),
+                (32, 32, 2),
+                (64, 64, 1),
+            ] {
+                let sizes = TypeSizes {
+                    input: in_size,
+                    acc: acc_size,
+                    output: acc_size,
+                };
+                let s = ScanShape::fitting(sizes, 256, 64, algo, true).unwrap();
+                assert_eq!(s.items, items, "{in_size}/{acc_size}");
+                assert!(s.shared_bytes(sizes) <= MAX_SHARED);
+            }
+            // Wide accumulators get a smaller block rather than an error.
+            let wide = TypeSizes {
+                input: 4,
+                acc: 96,
+                output: 96,
+            };
+            let s = ScanShape::fitting(wide, 1024, 64, algo, true).unwrap();
+            assert!(s.shared_bytes(wide) <= MAX_SHARED && s.block >= 32);
+            // A narrow input with a wide output (Mean over f16): the staging holds the output.
+            let mean16 = TypeSizes {
+                input: 2,
+                acc: 4,
+                output: 8,
+            };
+            let s = ScanShape::fitting(mean16, 256, 128, algo, true).unwrap();
+            assert!(s.shared_bytes(mean16) <= MAX_SHARED, "{s:?}");
+        }
+        assert_eq!(
+            ScanShape::for_sizes(TypeSizes::uniform(4), 100, 64, Blelloch, true)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::InvalidConfig
+        );
+    }
+
+    #[test]
+    fn scan_plans_cover_the_input() {
+        let s = ScanShape::for_sizes(
+            TypeSizes::uniform(4),
+            256,
+            64,
+            ScanAlgorithm::WarpShuffle,
+            true,
+        )
+        .unwrap();
+        for n in [0u64, 1, 4095, 4096, 4097, 1 << 28, (1 << 32) + 3] {
+            let p = plan_scan(n, &s).unwrap();
+            assert!(p.tiles * p.tile >= n && (p.tiles - 1) * p.tile < n.max(1));
+        }
+        assert_eq!(
+            plan_scan(u64::MAX, &s).unwrap_err().kind(),
+            ErrorKind::TooLarge
+        );
     }
 
     #[test]

@@ -17,6 +17,12 @@
 //! | [`Compose`] | [`Affine<R>`] | same | same (not commutative) | identity map |
 //! | [`MatMul`] | [`Mat2<R>`] | same | same (not commutative) | identity matrix |
 //!
+//! **Scans.** Every operator but [`Div2Mean`] can be scanned: the output at position `i` is
+//! `finish(prefix, count)` with the prefix of the `count` elements before it (exclusive)
+//! or up to and including it (inclusive), so a [`Mean`] scan is the running mean and an
+//! [`ArgMax`] scan the running argmax. An exclusive scan's first output is
+//! `finish(identity, 0)` (for [`Mean`], 0/0 = NaN; for [`Max`], the lowest value).
+//!
 //! **NaN.** [`Min`], [`Max`], [`MinMax`], [`ArgMin`] and [`ArgMax`] propagate NaN as NumPy
 //! and PyTorch do: if any input is NaN the result is NaN (for the arg- operators, the index
 //! of the first NaN). Among equal values the left one is kept, so `Min` of `-0.0, 0.0`
@@ -92,6 +98,11 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     const EMPTY_IS_ERROR: bool;
     /// A short name for messages.
     const NAME: &'static str;
+    /// Whether prefixes of this operator mean something, so that it may be scanned (true
+    /// unless `combine` is associative only on the balanced tree, as [`Div2Mean`]'s is).
+    /// Scanning an operator that says false is an [`ErrorKind::InvalidConfig`](crate::ErrorKind)
+    /// error.
+    const SCANNABLE: bool = true;
     /// The identity element of `combine`.
     fn identity(&self) -> Self::Acc;
     /// The accumulator of one input element at position `index`.

@@ -184,6 +184,7 @@ impl<T: Real> Operator<T> for Div2Mean {
     const COMMUTATIVE: bool = true;
     const EMPTY_IS_ERROR: bool = true;
     const NAME: &'static str = "Div2Mean";
+    const SCANNABLE: bool = false;
     fn identity(&self) -> T {
         T::zero()
     }

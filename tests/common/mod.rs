@@ -216,3 +216,187 @@ pub fn canonical_root(n: u64) -> Node {
         }
     }
 }
+
+/// A node of a scan's combination: positions `lo .. lo + len`, the size of its last block,
+/// whether a combine or a finish broke the canonical grouping's rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct Fold {
+    pub lo: u64,
+    pub len: u64,
+    pub last: u64,
+    pub bad: u64,
+}
+// SAFETY: #[repr(C)] struct of four u64, matching `struct Fold` in FOLD_CUDA.
+unsafe impl cudarc::driver::DeviceRepr for Fold {}
+// SAFETY: all fields are integers.
+unsafe impl cudarc::driver::ValidAsZeroBits for Fold {}
+// SAFETY: same layout as the C++ struct `Fold` below.
+unsafe impl DeviceValue for Fold {
+    fn cuda_name() -> String {
+        "Fold".into()
+    }
+}
+
+/// Records how a scan combines: a tree merges two equal aligned neighbouring trees; a prefix
+/// starts at 0 and is extended only by a smaller aligned tree right after it (largest block
+/// first); nothing is ever combined with the identity (`len == 0`); `finish` checks that the
+/// count it is given is the prefix's length.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FoldShape;
+
+pub const FOLD_CUDA: &str = r#"
+struct Fold { unsigned long long lo, len, last, bad; };
+struct FoldShapeOp {
+    typedef unsigned In; typedef Fold Acc; typedef Fold Out;
+    __device__ Acc identity() const { Fold r; r.lo = 0; r.len = 0; r.last = 0; r.bad = 0; return r; }
+    __device__ Acc lift(In, unsigned long long i) const { Fold r; r.lo = i; r.len = 1; r.last = 1; r.bad = 0; return r; }
+    __device__ Acc combine(Acc a, Acc b) const {
+        Fold r; r.bad = a.bad | b.bad;
+        if (a.len == 0 || b.len == 0) { r.lo = 0; r.len = 0; r.last = 0; r.bad = 1; return r; }
+        bool trees = a.last == a.len && b.last == b.len;
+        if (trees && a.len == b.len && a.lo % (2 * a.len) == 0 && b.lo == a.lo + a.len) {
+            r.lo = a.lo; r.len = 2 * a.len; r.last = r.len; return r;
+        }
+        r.lo = a.lo; r.len = a.len + b.len; r.last = b.len;
+        if (!(a.lo == 0 && b.last == b.len && b.len < a.last && b.lo == a.len)) r.bad = 1;
+        return r;
+    }
+    __device__ Out finish(Acc a, unsigned long long n) const { if (a.len != n) a.bad = 1; return a; }
+};
+"#;
+
+impl Operator<u32> for FoldShape {
+    type Acc = Fold;
+    type Out = Fold;
+    const COMMUTATIVE: bool = false;
+    const EMPTY_IS_ERROR: bool = false;
+    const NAME: &'static str = "FoldShape";
+    fn identity(&self) -> Fold {
+        Fold {
+            lo: 0,
+            len: 0,
+            last: 0,
+            bad: 0,
+        }
+    }
+    fn lift(&self, _: u32, i: u64) -> Fold {
+        Fold {
+            lo: i,
+            len: 1,
+            last: 1,
+            bad: 0,
+        }
+    }
+    fn combine(&self, a: Fold, b: Fold) -> Fold {
+        let bad = a.bad | b.bad;
+        if a.len == 0 || b.len == 0 {
+            return Fold {
+                lo: 0,
+                len: 0,
+                last: 0,
+                bad: 1,
+            };
+        }
+        let trees = a.last == a.len && b.last == b.len;
+        if trees && a.len == b.len && a.lo % (2 * a.len) == 0 && b.lo == a.lo + a.len {
+            return Fold {
+                lo: a.lo,
+                len: 2 * a.len,
+                last: 2 * a.len,
+                bad,
+            };
+        }
+        let ok = a.lo == 0 && b.last == b.len && b.len < a.last && b.lo == a.len;
+        Fold {
+            lo: a.lo,
+            len: a.len + b.len,
+            last: b.len,
+            bad: bad | !ok as u64,
+        }
+    }
+    fn finish(&self, mut a: Fold, n: u64) -> Fold {
+        if a.len != n {
+            a.bad = 1;
+        }
+        a
+    }
+    fn cuda(&self) -> CudaOp {
+        CudaOp {
+            type_name: "FoldShapeOp".into(),
+            source: FOLD_CUDA.into(),
+        }
+    }
+}
+
+/// What FoldShape's scan must give at position `i`.
+pub fn canonical_prefix(i: u64, inclusive: bool) -> Fold {
+    let len = if inclusive { i + 1 } else { i };
+    if len == 0 {
+        return FoldShape.identity();
+    }
+    Fold {
+        lo: 0,
+        len,
+        last: 1 << len.trailing_zeros(),
+        bad: 0,
+    }
+}
+
+/// The bits of a result, for fast bit-for-bit comparison of large outputs: every field's
+/// bits, NaNs of any payload made equal (as [`same`] does), padding ignored.
+pub trait Bits {
+    fn bits(&self) -> [u64; 4];
+}
+macro_rules! bits_int {
+    ($($t:ty),*) => {$(impl Bits for $t { fn bits(&self) -> [u64; 4] { [*self as u64, 0, 0, 0] } })*};
+}
+bits_int!(i32, i64, u32, u64, u8);
+macro_rules! bits_float {
+    ($($t:ty),*) => {$(impl Bits for $t {
+        fn bits(&self) -> [u64; 4] {
+            [if self.is_nan() { u64::MAX } else { self.to_bits() as u64 }, 0, 0, 0]
+        }
+    })*};
+}
+bits_float!(f32, f64, f16, bf16);
+fn join(parts: &[u64]) -> [u64; 4] {
+    let mut k = [0u64; 4];
+    k[..parts.len()].copy_from_slice(parts);
+    k
+}
+impl<T: Bits> Bits for cufold::ops::Indexed<T> {
+    fn bits(&self) -> [u64; 4] {
+        join(&[self.value.bits()[0], self.index])
+    }
+}
+impl<T: Bits> Bits for cufold::ops::MinMaxValue<T> {
+    fn bits(&self) -> [u64; 4] {
+        join(&[self.min.bits()[0], self.max.bits()[0]])
+    }
+}
+impl Bits for cufold::ops::MeanVarValue {
+    fn bits(&self) -> [u64; 4] {
+        join(&[self.count.bits()[0], self.mean.bits()[0], self.m2.bits()[0]])
+    }
+}
+impl<T: Bits> Bits for Affine<T> {
+    fn bits(&self) -> [u64; 4] {
+        join(&[self.a.bits()[0], self.b.bits()[0]])
+    }
+}
+impl<T: Bits> Bits for Mat2<T> {
+    fn bits(&self) -> [u64; 4] {
+        join(&[
+            self.m00.bits()[0],
+            self.m01.bits()[0],
+            self.m10.bits()[0],
+            self.m11.bits()[0],
+        ])
+    }
+}
+impl Bits for Fold {
+    fn bits(&self) -> [u64; 4] {
+        [self.lo, self.len, self.last, self.bad]
+    }
+}

@@ -1,0 +1,401 @@
+//! GPU tests of scans: every built-in operator and element type, inclusive and exclusive,
+//! into a buffer and in place, compared with the CPU backend bit for bit over sizes that
+//! stress every stage (thread runs, warps, blocks, the look-back across tiles). They need a
+//! CUDA device, so they are ignored by a plain `cargo test`; run them with
+//! `--include-ignored`.
+
+mod common;
+use common::*;
+use cudarc::driver::{CudaSlice, DevicePtr};
+use cufold::ops::*;
+use cufold::{bf16, f16, Cpu, DeviceValue, ErrorKind, Gpu, GpuOptions, ScanAlgorithm, ScanKind};
+use std::sync::OnceLock;
+
+const SIZES: &[usize] = &[
+    0,
+    1,
+    2,
+    3,
+    31,
+    32,
+    33,
+    255,
+    256,
+    257,
+    4095,
+    4096,
+    4097,
+    (1 << 20) - 1,
+    (1 << 20) + 1,
+    10_000_019,
+];
+const KINDS: [ScanKind; 2] = [ScanKind::Inclusive, ScanKind::Exclusive];
+const ALGORITHMS: [ScanAlgorithm; 3] = [
+    ScanAlgorithm::WarpShuffle,
+    ScanAlgorithm::Blelloch,
+    ScanAlgorithm::HillisSteele,
+];
+
+fn gpu() -> &'static Gpu {
+    static GPU: OnceLock<Gpu> = OnceLock::new();
+    GPU.get_or_init(|| Gpu::open(0).expect("a CUDA device"))
+}
+
+fn with(opts: GpuOptions) -> Gpu {
+    Gpu::with_options(gpu().stream(), opts).unwrap()
+}
+
+/// All bytes 0xA5: a valid value of every output type here, and unlike any real result.
+fn poison<T: DeviceValue>() -> T {
+    let mut v = std::mem::MaybeUninit::<T>::uninit();
+    // SAFETY: the outputs tested are plain numbers, for which every bit pattern is valid.
+    unsafe {
+        std::ptr::write_bytes(v.as_mut_ptr() as *mut u8, 0xA5, std::mem::size_of::<T>());
+        v.assume_init()
+    }
+}
+
+fn upload<T: DeviceValue>(g: &Gpu, host: &[T]) -> CudaSlice<T> {
+    if host.is_empty() {
+        g.stream().alloc_zeros::<T>(0).unwrap()
+    } else {
+        g.stream().clone_htod(host).unwrap()
+    }
+}
+
+/// The first position whose bits differ, for a readable failure (compared on all cores:
+/// some outputs here have 2^28 elements).
+fn first_difference<X: Bits + std::fmt::Debug + Sync>(
+    a: &[X],
+    b: &[X],
+) -> Option<(usize, String, String)> {
+    assert_eq!(a.len(), b.len());
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let chunk = a.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = a
+            .chunks(chunk)
+            .zip(b.chunks(chunk))
+            .enumerate()
+            .map(|(c, (a, b))| {
+                s.spawn(move || {
+                    a.iter()
+                        .zip(b)
+                        .position(|(x, y)| x.bits() != y.bits())
+                        .map(|i| (c * chunk + i, format!("{:?}", a[i]), format!("{:?}", b[i])))
+                })
+            })
+            .collect();
+        hs.into_iter().find_map(|h| h.join().unwrap())
+    })
+}
+
+/// Scans on the GPU into a poisoned output, twice, and on the CPU: the bits must agree at
+/// every position.
+fn check<T: DeviceValue, O: Operator<T>>(
+    g: &Gpu,
+    dev: &impl DevicePtr<T>,
+    host: &[T],
+    op: O,
+    what: &str,
+) where
+    O::Out: Bits,
+{
+    let n = host.len();
+    let s = g
+        .scanner::<T, O>(op)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    for kind in KINDS {
+        let want = Cpu::new().scan(host, op, kind).unwrap();
+        let mut out = upload(g, &vec![poison::<O::Out>(); n]);
+        s.scan(dev, &mut out, kind).unwrap();
+        let got = g.stream().clone_dtoh(&out).unwrap();
+        if let Some((i, gpu, cpu)) = first_difference(&got, &want) {
+            panic!("{what} {kind:?} n={n}: at {i} GPU {gpu} != CPU {cpu}");
+        }
+        s.scan(dev, &mut out, kind).unwrap();
+        let again = g.stream().clone_dtoh(&out).unwrap();
+        assert!(
+            first_difference(&again, &got).is_none(),
+            "{what} {kind:?} n={n}: run to run"
+        );
+    }
+}
+
+macro_rules! every_op_test {
+    ($name:ident, $t:ty) => {
+        #[test]
+        #[ignore = "needs a CUDA device"]
+        fn $name() {
+            let s = seed(stringify!($name));
+            let g = gpu();
+            for &n in SIZES {
+                let host: Vec<$t> = data(n, s ^ n as u64);
+                let dev = upload(g, &host);
+                let what = |op: &str| format!("{op}<{}>", stringify!($t));
+                check(g, &dev, &host, Sum, &what("Sum"));
+                check(g, &dev, &host, Max, &what("Max"));
+                check(g, &dev, &host, ArgMin, &what("ArgMin"));
+                check(g, &dev, &host, WideSum, &what("WideSum"));
+                check(g, &dev, &host, Mean, &what("Mean"));
+                if n <= 1 << 20 {
+                    check(g, &dev, &host, Prod, &what("Prod"));
+                    check(g, &dev, &host, Min, &what("Min"));
+                    check(g, &dev, &host, MinMax, &what("MinMax"));
+                    check(g, &dev, &host, ArgMax, &what("ArgMax"));
+                    check(g, &dev, &host, MeanVar, &what("MeanVar"));
+                }
+                // A view at an odd offset: unaligned loads and stores.
+                if n > 1 {
+                    check(
+                        g,
+                        &dev.slice(1..),
+                        &host[1..],
+                        Sum,
+                        &what("Sum (offset view)"),
+                    );
+                }
+            }
+        }
+    };
+}
+
+every_op_test!(f32_scans_every_op_every_size, f32);
+every_op_test!(f64_scans_every_op_every_size, f64);
+every_op_test!(f16_scans_every_op_every_size, f16);
+every_op_test!(bf16_scans_every_op_every_size, bf16);
+every_op_test!(i32_scans_every_op_every_size, i32);
+every_op_test!(i64_scans_every_op_every_size, i64);
+every_op_test!(u32_scans_every_op_every_size, u32);
+every_op_test!(u64_scans_every_op_every_size, u64);
+every_op_test!(u8_scans_every_op_every_size, u8);
+
+macro_rules! ordered_test {
+    ($name:ident, $t:ty, $op:ident) => {
+        #[test]
+        #[ignore = "needs a CUDA device"]
+        fn $name() {
+            let s = seed(stringify!($name));
+            let g = gpu();
+            for &n in SIZES {
+                let host: Vec<$t> = data(n, s ^ n as u64);
+                let dev = upload(g, &host);
+                check(g, &dev, &host, $op, stringify!($name));
+                if n > 1 {
+                    let what = concat!(stringify!($name), " (offset view)");
+                    check(g, &dev.slice(1..), &host[1..], $op, what);
+                }
+            }
+        }
+    };
+}
+
+ordered_test!(affine_f32_scans_in_order, Affine<f32>, Compose);
+ordered_test!(affine_f64_scans_in_order, Affine<f64>, Compose);
+ordered_test!(mat2_f32_scans_in_order, Mat2<f32>, MatMul);
+ordered_test!(mat2_f64_scans_in_order, Mat2<f64>, MatMul);
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn every_algorithm_and_block_size_follows_the_canonical_grouping() {
+    // FoldShape records every combine and checks every count: each output must be exactly
+    // the canonical prefix, for every algorithm, block size and run length.
+    let sizes = SIZES.iter().copied().chain([5, 100_003, 3 << 20]);
+    for algo in ALGORITHMS {
+        for (block, bytes) in [(32, 4), (64, 64), (256, 16), (256, 64), (1024, 8)] {
+            let opts = GpuOptions::default()
+                .scan_algorithm(algo)
+                .scan_block_size(block)
+                .scan_bytes_per_thread(bytes);
+            let g = with(opts);
+            let s = g.scanner::<u32, _>(FoldShape).unwrap();
+            for n in sizes.clone() {
+                let dev = upload(&g, &vec![0u32; n]);
+                for kind in KINDS {
+                    let mut out = upload(&g, &vec![poison::<Fold>(); n]);
+                    s.scan(&dev, &mut out, kind).unwrap();
+                    let got = g.stream().clone_dtoh(&out).unwrap();
+                    for (i, f) in got.iter().enumerate() {
+                        let want = canonical_prefix(i as u64, kind == ScanKind::Inclusive);
+                        assert_eq!(
+                            *f, want,
+                            "{algo:?} block {block} ({bytes} B/thread) n = {n} {kind:?} at {i}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn results_do_not_depend_on_the_algorithm_or_the_block_size() {
+    let s = seed("results_do_not_depend_on_the_algorithm_or_the_block_size");
+    for &n in &[3usize, 4097, 1_000_003, 1 << 24] {
+        let host: Vec<f32> = data(n, s ^ n as u64);
+        let want = Cpu::new().scan(&host, Sum, ScanKind::Inclusive).unwrap();
+        let mv = Cpu::new()
+            .scan(&host, MeanVar, ScanKind::Exclusive)
+            .unwrap();
+        for algo in ALGORITHMS {
+            for block in [32, 128, 512, 1024] {
+                let g = with(
+                    GpuOptions::default()
+                        .scan_algorithm(algo)
+                        .scan_block_size(block),
+                );
+                let dev = upload(&g, &host);
+                let got = g.scan_host(&host, Sum, ScanKind::Inclusive).unwrap();
+                assert!(
+                    first_difference(&got, &want).is_none(),
+                    "{algo:?} {block} n={n}"
+                );
+                let mut out = upload(&g, &vec![poison::<MeanVarValue>(); n]);
+                g.scan(&dev, &mut out, MeanVar, ScanKind::Exclusive)
+                    .unwrap();
+                let got = g.stream().clone_dtoh(&out).unwrap();
+                assert!(
+                    first_difference(&got, &mv).is_none(),
+                    "{algo:?} {block} n={n}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn in_place_scans_equal_scans_into_a_buffer() {
+    let s = seed("in_place_scans_equal_scans_into_a_buffer");
+    let g = gpu();
+    for &n in SIZES {
+        let host: Vec<f32> = data(n, s ^ n as u64);
+        for kind in KINDS {
+            let want = Cpu::new().scan(&host, Sum, kind).unwrap();
+            let mut dev = upload(g, &host);
+            g.scanner::<f32, _>(Sum)
+                .unwrap()
+                .scan_in_place(&mut dev, kind)
+                .unwrap();
+            let got = g.stream().clone_dtoh(&dev).unwrap();
+            assert!(first_difference(&got, &want).is_none(), "{kind:?} n={n}");
+            // In place on a view at an odd offset (unaligned), only the view changes.
+            if n > 2 {
+                let mut dev = upload(g, &host);
+                let mut view = dev.slice_mut(1..n - 1);
+                g.scanner::<f32, _>(Max)
+                    .unwrap()
+                    .scan_in_place(&mut view, kind)
+                    .unwrap();
+                let got = g.stream().clone_dtoh(&dev).unwrap();
+                let want = Cpu::new().scan(&host[1..n - 1], Max, kind).unwrap();
+                assert!(same(&got[0], &host[0]) && same(&got[n - 1], &host[n - 1]));
+                assert!(
+                    first_difference(&got[1..n - 1], &want).is_none(),
+                    "{kind:?} n={n}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn cumulative_counts_of_a_histogram_are_exact_on_the_gpu() {
+    let s = seed("cumulative_counts_of_a_histogram_are_exact_on_the_gpu");
+    let mut r = Rng(s);
+    let bins = 1 << 20;
+    let mut counts = vec![0u32; bins];
+    for _ in 0..1 << 24 {
+        counts[(r.next() % bins as u64) as usize] += 1;
+    }
+    let g = gpu();
+    let cdf = g.scan_host(&counts, Sum, ScanKind::Inclusive).unwrap();
+    let mut acc = 0u32;
+    for (b, &c) in counts.iter().enumerate() {
+        acc += c;
+        assert_eq!(cdf[b], acc, "bin {b}");
+    }
+    assert_eq!(acc, 1 << 24);
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn scans_are_asynchronous_and_check_their_arguments() {
+    let g = gpu();
+    let host: Vec<i32> = (0..100_000).collect();
+    let dev = upload(g, &host);
+    let s = g.scanner::<i32, _>(Sum).unwrap();
+    let mut outs: Vec<CudaSlice<i32>> =
+        (0..4).map(|_| upload(g, &vec![poison(); 90_000])).collect();
+    for (k, out) in outs.iter_mut().enumerate() {
+        // Four launches sharing the handle's look-back memory, no synchronisation between.
+        s.scan(
+            &dev.slice(k * 1000..k * 1000 + 90_000),
+            out,
+            ScanKind::Inclusive,
+        )
+        .unwrap();
+    }
+    for (k, out) in outs.iter().enumerate() {
+        let got = g.stream().clone_dtoh(out).unwrap();
+        let want = Cpu::new()
+            .scan(&host[k * 1000..k * 1000 + 90_000], Sum, ScanKind::Inclusive)
+            .unwrap();
+        assert_eq!(got, want, "launch {k}");
+    }
+    let mut short = g.stream().alloc_zeros::<i32>(10).unwrap();
+    assert_eq!(
+        s.inclusive(&dev, &mut short).unwrap_err().kind(),
+        ErrorKind::LengthMismatch
+    );
+    assert_eq!(
+        g.scanner::<f32, _>(Div2Mean).unwrap_err().kind(),
+        ErrorKind::InvalidConfig
+    );
+    let empty = upload::<f32>(g, &[]);
+    let mut none = upload::<f32>(g, &[]);
+    g.scan(&empty, &mut none, Max, ScanKind::Exclusive).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_scan_over_2_pow_28_f32_matches_the_cpu() {
+    let s = seed("a_scan_over_2_pow_28_f32_matches_the_cpu");
+    let n = 1usize << 28;
+    let host: Vec<f32> = data(n, s);
+    let g = gpu();
+    let got = g.scan_host(&host, Sum, ScanKind::Inclusive).unwrap();
+    let want = Cpu::new().scan(&host, Sum, ScanKind::Inclusive).unwrap();
+    if let Some((i, a, b)) = first_difference(&got, &want) {
+        panic!("at {i}: GPU {a} != CPU {b}");
+    }
+}
+
+#[test]
+#[ignore = "needs NVRTC (part of the CUDA toolkit)"]
+fn every_builtin_scan_kernel_compiles_for_hopper() {
+    use cufold::plan::{ScanShape, TypeSizes};
+    fn build<T: DeviceValue, O: Operator<T>>(op: O) {
+        for algo in ALGORITHMS {
+            let shape = ScanShape::fitting(TypeSizes::of::<T, O>(), 256, 128, algo, true).unwrap();
+            if let Err(e) = cufold::compile_scan_kernel(&op.cuda(), &shape, "sm_90") {
+                panic!("{} over {} ({algo:?}): {e}", O::NAME, T::cuda_name());
+            }
+        }
+    }
+    macro_rules! all {
+        ($($t:ty),*) => {$(
+            build::<$t, _>(Sum); build::<$t, _>(Prod); build::<$t, _>(Min); build::<$t, _>(Max);
+            build::<$t, _>(MinMax); build::<$t, _>(ArgMin); build::<$t, _>(ArgMax);
+            build::<$t, _>(WideSum); build::<$t, _>(Mean); build::<$t, _>(MeanVar);
+        )*};
+    }
+    all!(f32, f64, f16, bf16, i32, i64, u32, u64, u8);
+    build::<Affine<f32>, _>(Compose);
+    build::<Affine<f64>, _>(Compose);
+    build::<Mat2<f32>, _>(MatMul);
+    build::<Mat2<f64>, _>(MatMul);
+    build::<u32, _>(FoldShape);
+}
