@@ -67,6 +67,11 @@ pub enum Tolerance {
 /// assert!(a.approx_eq(&cufold::ops::Affine { a: 1.0, b: 0.5 }, Tolerance::Exact));
 /// assert!(!7u32.approx_eq(&8, Tolerance::Relative(0.5)));
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no `cufold::laws::Approx`, which #[derive(cufold::DeviceType)] needs for every field",
+    label = "no `Approx` for this field's type",
+    note = "derive DeviceType for `{Self}` too, or implement cufold::laws::Approx for it"
+)]
 pub trait Approx {
     /// Whether `self` and `other` are equal within `tol`.
     fn approx_eq(&self, other: &Self, tol: Tolerance) -> bool;

@@ -47,6 +47,14 @@ pub fn push_decl<T: DeviceValue>(s: &mut String) {
     }
 }
 
+/// A struct field of type `T`: its declarations go to `decls`; returns its C++ type. The
+/// derive names each field type once, here, so that a field type that is no device value
+/// gives one error, at the field.
+pub fn field<T: DeviceValue>(decls: &mut String) -> String {
+    push_decl::<T>(decls);
+    T::cuda_name()
+}
+
 /// The guarded C++ twin of a `#[repr(C)]` struct: `fields` are (C++ type, C++ name) in
 /// declaration order; the `static_assert` makes NVRTC refuse a layout that differs from
 /// Rust's (`size` and `align` are `size_of` and `align_of` of the Rust struct; `align_attr`

@@ -7,7 +7,7 @@
 //! Rust semantics (wrapping, saturating casts, f16/bf16 rounding, literal typing, ...)
 //! on a machine without CUDA. The GPU tests check the same operators on the device.
 //!
-//! Without a C++ compiler the test says so and passes, unless `CUFOLD_REQUIRE_CXX` is set
+//! Without a C++ compiler the test says so and passes, unless `CUFOLD_CI` is set
 //! (CI sets it, so there it cannot be skipped).
 // Unparenthesised mixes of `|`, `<<`, `^` and `&` are the point of the probes: the C++
 // must follow Rust's precedence.
@@ -723,8 +723,8 @@ fn build(cxx: &str, dir: &Path, cases: &[Box<dyn Case>]) -> PathBuf {
 fn translated_operators_compute_what_their_rust_halves_compute() {
     let Some(cxx) = compiler() else {
         assert!(
-            std::env::var_os("CUFOLD_REQUIRE_CXX").is_none(),
-            "CUFOLD_REQUIRE_CXX is set but no C++ compiler was found ($CXX, g++, clang++, c++)"
+            std::env::var_os("CUFOLD_CI").is_none(),
+            "CUFOLD_CI is set but no C++ compiler was found ($CXX, g++, clang++, c++)"
         );
         eprintln!("SKIPPED: no host C++ compiler ($CXX, g++, clang++, c++); the GPU tests cover this on a device");
         return;

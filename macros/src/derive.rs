@@ -121,30 +121,23 @@ fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
         .collect();
     let rust_names: Vec<String> = idents.iter().map(|i| i.to_string()).collect();
     let cpp_names: Vec<String> = rust_names.iter().map(|n| cpp_ident(n)).collect();
-    // Spanned at each field's type: a field that is not a device value is reported there.
-    let checks = tys
+    // Spanned at each field's type, so that a field type without a CUDA twin (or without
+    // Approx) is reported there, once.
+    let field_types = tys
         .iter()
-        .map(|ty| quote_spanned!(ty.span()=> __cufold_field_is_a_device_value::<#ty>();));
-    let approx = idents
-        .iter()
-        .map(|f| quote!(::cufold::laws::Approx::approx_eq(&self.#f, &other.#f, tol)));
+        .map(|ty| quote_spanned!(ty.span()=> ::cufold::__private::field::<#ty>(&mut s)));
+    let approx = idents.iter().zip(&tys).map(|(f, ty)| {
+        quote_spanned!(ty.span()=> <#ty as ::cufold::laws::Approx>::approx_eq(&self.#f, &other.#f, tol))
+    });
     let debug_fields = idents
         .iter()
         .zip(&rust_names)
         .map(|(f, n)| quote!(.field(#n, &self.#f)));
 
     Ok(quote! {
-        const _: () = {
-            #[allow(dead_code)]
-            fn __cufold_field_is_a_device_value<T: ::cufold::DeviceValue>() {}
-            #[allow(dead_code)]
-            fn __cufold_check_fields() {
-                #(#checks)*
-            }
-        };
-
-        // SAFETY: the struct is #[repr(C)] and every field is a DeviceValue (checked above),
-        // whose types are themselves DeviceRepr: plain data that can be copied to the device.
+        // SAFETY: the struct is #[repr(C)] and every field is a DeviceValue (cuda_decl
+        // below does not compile otherwise), whose types are themselves DeviceRepr: plain
+        // data that can be copied to the device.
         unsafe impl ::cufold::__private::cudarc::driver::DeviceRepr for #ident {}
 
         // SAFETY: every field is a DeviceValue, which requires ValidAsZeroBits; a #[repr(C)]
@@ -161,11 +154,11 @@ fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
             }
             fn cuda_decl() -> ::std::string::String {
                 let mut s = ::std::string::String::new();
-                #( ::cufold::__private::push_decl::<#tys>(&mut s); )*
+                let fields = [#( (#field_types, #cpp_names) ),*];
                 s.push_str(&::cufold::__private::struct_decl(
                     &<Self as ::cufold::DeviceValue>::cuda_name(),
                     ::core::concat!(::core::module_path!(), "::", #name),
-                    &[#( (::cufold::__private::cuda_name::<#tys>(), #cpp_names) ),*],
+                    &fields,
                     ::core::mem::size_of::<Self>(),
                     ::core::mem::align_of::<Self>(),
                     #align_attr,

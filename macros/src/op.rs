@@ -517,7 +517,7 @@ fn impl_form(args: Args, imp: ItemImpl) -> TokenStream {
                 errors.at(
                     ty,
                     format!(
-                        "{what} is the accumulator type, `{}` (the type `combine` takes)",
+                        "{what} must be the accumulator type, `{}` (the type `combine` takes)",
                         a.to_token_stream()
                     ),
                 );
@@ -533,11 +533,7 @@ fn impl_form(args: Args, imp: ItemImpl) -> TokenStream {
             );
         }
         if let Some(r) = ret_type(&f.sig, &mut errors) {
-            expect_acc(
-                &r,
-                "`identity` returns what `combine` takes: its return type",
-                &mut errors,
-            );
+            expect_acc(&r, "`identity`'s return type", &mut errors);
         }
     }
     let mut in_ty = acc.clone();
@@ -558,11 +554,7 @@ fn impl_form(args: Args, imp: ItemImpl) -> TokenStream {
         }
         in_ty = ps.first().map(|(_, t)| (*t).clone());
         if let Some(r) = ret_type(&f.sig, &mut errors) {
-            expect_acc(
-                &r,
-                "`lift` returns an accumulator: its return type",
-                &mut errors,
-            );
+            expect_acc(&r, "`lift`'s return type", &mut errors);
         }
     }
     let mut out_ty = acc.clone();

@@ -500,9 +500,9 @@ impl Translator {
                     self.error(
                         l,
                         format!(
-                            "give `{name}` a type (`let mut {name}: f32 = ...`) or its literal a suffix: \
-                             the type Rust infers for a mutable binding of an untyped literal is not \
-                             visible to the translation"
+                            "give `{name}` its type (`let mut {name}: u64 = ...`) or the literal a suffix \
+                             (`0u64`, `0.0f32`): the type Rust infers for a mutable binding of an \
+                             untyped literal is not visible to the translation"
                         ),
                     );
                 }
@@ -1184,10 +1184,17 @@ impl Translator {
             let untyped: Vec<bool> = tails.iter().map(|t| self.is_untyped(t)).collect();
             if untyped.iter().any(|&u| u) && !untyped.iter().all(|&u| u) {
                 let at = tails[untyped.iter().position(|&u| u).unwrap()];
+                let (lit, ty) = if contains_float_literal(at) {
+                    ("0.0f32", "f32")
+                } else {
+                    ("0u64", "u64")
+                };
                 self.error(
                     at,
-                    "give this literal a suffix (`0.0f32`) or the binding a type (`let x: f32 = ...`): \
-                     the branches of this block-valued `if` need one C++ type",
+                    format!(
+                        "give this literal a suffix (`{lit}`) or the binding a type (`let x: {ty} = ...`): \
+                         the branches of this block-valued `if` need one C++ type"
+                    ),
                 );
             }
         }
@@ -1205,6 +1212,18 @@ impl Translator {
         self.lambda_depth -= 1;
         c.push(" }()");
         c
+    }
+}
+
+/// Whether an untyped expression is made of float literals (else integer ones).
+fn contains_float_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(l) => matches!(l.lit, Lit::Float(_)),
+        Expr::Unary(u) => contains_float_literal(&u.expr),
+        Expr::Binary(b) => contains_float_literal(&b.left),
+        Expr::Paren(p) => contains_float_literal(&p.expr),
+        Expr::Group(g) => contains_float_literal(&g.expr),
+        _ => false,
     }
 }
 
