@@ -51,6 +51,7 @@ typedef unsigned long long u64;
 typedef long long i64;
 struct f16 { unsigned short bits; };
 struct bf16 { unsigned short bits; };
+template <class T> struct Affine { T a; T b; };
 inline float up(f16 h) { _Float16 x; std::memcpy(&x, &h.bits, 2); return (float)x; }
 inline float up(bf16 h) { return __uint_as_float(((unsigned)h.bits) << 16); }
 template <class T> T down(float v);
@@ -635,6 +636,19 @@ fn cases() -> Vec<Box<dyn Case>> {
     let words: Vec<u32> = (0..300).map(|_| r.next() as u32).collect();
     let doubles: Vec<f64> = f.iter().map(|&x| x as f64 * 1.25).collect();
     let quantized: Vec<f32> = (0..300).map(|_| (r.next() % 16) as f32).collect();
+    let nested: Vec<Nested> = finite
+        .windows(3)
+        .map(|w| Nested {
+            inner: Keywords {
+                new: w[0],
+                class: w[1].to_bits(),
+            },
+            map: cufold::ops::Affine {
+                a: w[1] as f64,
+                b: w[2] as f64 * 1e-3,
+            },
+        })
+        .collect();
     vec![
         case("compose", compose, maps),
         case("lse", lse, lses),
@@ -649,6 +663,7 @@ fn cases() -> Vec<Box<dyn Case>> {
         case("BitStats", BitStats, words),
         case("FloatProbe", FloatProbe, f),
         case("IntProbe", IntProbe, int_samples()),
+        case("syntax", syntax, nested),
         Box::new(Run {
             name: "Cbrt",
             op: Cbrt,

@@ -341,3 +341,48 @@ impl BitStats {
         }
     }
 }
+
+/// A struct whose field names are C++ keywords, and a nested struct.
+#[derive(Clone, Copy, PartialEq, cufold::DeviceType)]
+#[repr(C)]
+pub struct Keywords {
+    pub new: f32,
+    pub class: u32,
+}
+
+#[derive(Clone, Copy, PartialEq, cufold::DeviceType)]
+#[repr(C)]
+pub struct Nested {
+    pub inner: Keywords,
+    pub map: cufold::ops::Affine<f64>,
+}
+
+pub const SCALE: f64 = 0.1;
+
+/// Shadowing, keywords, nested literals, a typed `if` lambda, constants and literals.
+#[cufold::op(identity = Nested {
+    inner: Keywords { new: 0.0, class: 0 },
+    map: cufold::ops::Affine::<f64> { a: 1.0, b: 0.0 },
+})]
+// A block-valued `if` with a `let` inside is what this operator translates.
+#[allow(clippy::let_and_return)]
+pub fn syntax(x: Nested, y: Nested) -> Nested {
+    let new = x.inner.new + y.inner.new;
+    let new = new * 0.5;
+    let scale: f64 = if new > 1.0 {
+        let t = SCALE * 2.0;
+        t
+    } else {
+        -1.0
+    };
+    Nested {
+        map: cufold::ops::Affine::<f64> {
+            a: x.map.a * y.map.a * scale,
+            b: x.map.b + (y.map.b as f32) as f64,
+        },
+        inner: Keywords {
+            class: x.inner.class ^ y.inner.class.wrapping_mul(3) >> 1u8,
+            new,
+        },
+    }
+}
