@@ -86,8 +86,8 @@ __device__ __forceinline__ i64 val(ILit x) { return x.v; }
 // The unsigned type an integer's arithmetic wraps in, and the unsigned type of its width.
 template <class T> struct wrap;
 template <class T> struct bits_of;
-#define CFM_INT(T, W, U)                                                                     \
-    template <> struct wrap<T> { typedef W type; };                                          \
+#define CFM_INT(T, W, U)                                                                        \
+    template <> struct wrap<T> { typedef W type; };                                             \
     template <> struct bits_of<T> { typedef U type; };
 CFM_INT(signed char, unsigned, unsigned char)
 CFM_INT(unsigned char, unsigned, unsigned char)
@@ -100,10 +100,10 @@ CFM_INT(unsigned long long, u64, u64)
 #undef CFM_INT
 
 template <class T> struct lim;
-#define CFM_LIM(T, LO, HI)                                                                   \
-    template <> struct lim<T> {                                                              \
-        static __device__ __forceinline__ T lo() { return LO; }                              \
-        static __device__ __forceinline__ T hi() { return HI; }                              \
+#define CFM_LIM(T, LO, HI)                                                                      \
+    template <> struct lim<T> {                                                                 \
+        static __device__ __forceinline__ T lo() { return LO; }                                 \
+        static __device__ __forceinline__ T hi() { return HI; }                                 \
     };
 CFM_LIM(signed char, (signed char)(-128), (signed char)127)
 CFM_LIM(unsigned char, (unsigned char)0, (unsigned char)255)
@@ -121,14 +121,14 @@ CFM_LIM(double, __longlong_as_double((long long)0xfff0000000000000ull),
 // ---- arithmetic -----------------------------------------------------------------------
 
 template <class T> struct num;
-#define CFM_FLOAT_NUM(T, FMOD)                                                               \
-    template <> struct num<T> {                                                              \
-        static __device__ __forceinline__ T add(T a, T b) { return a + b; }                  \
-        static __device__ __forceinline__ T sub(T a, T b) { return a - b; }                  \
-        static __device__ __forceinline__ T mul(T a, T b) { return a * b; }                  \
-        static __device__ __forceinline__ T div(T a, T b) { return a / b; }                  \
-        static __device__ __forceinline__ T rem(T a, T b) { return FMOD(a, b); }             \
-        static __device__ __forceinline__ T neg(T a) { return -a; }                          \
+#define CFM_FLOAT_NUM(T, FMOD)                                                                  \
+    template <> struct num<T> {                                                                 \
+        static __device__ __forceinline__ T add(T a, T b) { return a + b; }                     \
+        static __device__ __forceinline__ T sub(T a, T b) { return a - b; }                     \
+        static __device__ __forceinline__ T mul(T a, T b) { return a * b; }                     \
+        static __device__ __forceinline__ T div(T a, T b) { return a / b; }                     \
+        static __device__ __forceinline__ T rem(T a, T b) { return FMOD(a, b); }                \
+        static __device__ __forceinline__ T neg(T a) { return -a; }                             \
     };
 CFM_FLOAT_NUM(float, ::fmodf)
 CFM_FLOAT_NUM(double, ::fmod)
@@ -168,27 +168,27 @@ template <> struct num<long long> : int_num<long long> {};
 template <> struct num<unsigned long long> : int_num<unsigned long long> {};
 
 template <> struct num<FLit> {
-    static __device__ __forceinline__ FLit add(FLit a, FLit b) { return flit(a.f + b.f, a.d + b.d); }
-    static __device__ __forceinline__ FLit sub(FLit a, FLit b) { return flit(a.f - b.f, a.d - b.d); }
-    static __device__ __forceinline__ FLit mul(FLit a, FLit b) { return flit(a.f * b.f, a.d * b.d); }
-    static __device__ __forceinline__ FLit div(FLit a, FLit b) { return flit(a.f / b.f, a.d / b.d); }
-    static __device__ __forceinline__ FLit rem(FLit a, FLit b) { return flit(::fmodf(a.f, b.f), ::fmod(a.d, b.d)); }
-    static __device__ __forceinline__ FLit neg(FLit a) { return flit(-a.f, -a.d); }
+    static __device__ __forceinline__ FLit add(FLit a, FLit b) { return cfm::flit(a.f + b.f, a.d + b.d); }
+    static __device__ __forceinline__ FLit sub(FLit a, FLit b) { return cfm::flit(a.f - b.f, a.d - b.d); }
+    static __device__ __forceinline__ FLit mul(FLit a, FLit b) { return cfm::flit(a.f * b.f, a.d * b.d); }
+    static __device__ __forceinline__ FLit div(FLit a, FLit b) { return cfm::flit(a.f / b.f, a.d / b.d); }
+    static __device__ __forceinline__ FLit rem(FLit a, FLit b) { return cfm::flit(::fmodf(a.f, b.f), ::fmod(a.d, b.d)); }
+    static __device__ __forceinline__ FLit neg(FLit a) { return cfm::flit(-a.f, -a.d); }
 };
 template <> struct num<ILit> {
-    static __device__ __forceinline__ ILit add(ILit a, ILit b) { return ilit((u64)a.v + (u64)b.v); }
-    static __device__ __forceinline__ ILit sub(ILit a, ILit b) { return ilit((u64)a.v - (u64)b.v); }
-    static __device__ __forceinline__ ILit mul(ILit a, ILit b) { return ilit((u64)a.v * (u64)b.v); }
-    static __device__ __forceinline__ ILit div(ILit a, ILit b) { return ilit((u64)(a.v / b.v)); }
-    static __device__ __forceinline__ ILit rem(ILit a, ILit b) { return ilit((u64)(a.v % b.v)); }
-    static __device__ __forceinline__ ILit neg(ILit a) { return ilit((u64)0 - (u64)a.v); }
+    static __device__ __forceinline__ ILit add(ILit a, ILit b) { return cfm::ilit((u64)a.v + (u64)b.v); }
+    static __device__ __forceinline__ ILit sub(ILit a, ILit b) { return cfm::ilit((u64)a.v - (u64)b.v); }
+    static __device__ __forceinline__ ILit mul(ILit a, ILit b) { return cfm::ilit((u64)a.v * (u64)b.v); }
+    static __device__ __forceinline__ ILit div(ILit a, ILit b) { return cfm::ilit((u64)(a.v / b.v)); }
+    static __device__ __forceinline__ ILit rem(ILit a, ILit b) { return cfm::ilit((u64)(a.v % b.v)); }
+    static __device__ __forceinline__ ILit neg(ILit a) { return cfm::ilit((u64)0 - (u64)a.v); }
 };
 
-#define CFM_BINARY(NAME)                                                                     \
-    template <class A, class B>                                                              \
-    __device__ __forceinline__ typename common<A, B>::type NAME(A a, B b) {                  \
-        typedef typename common<A, B>::type T;                                               \
-        return num<T>::NAME(to<T>(a), to<T>(b));                                             \
+#define CFM_BINARY(NAME)                                                                        \
+    template <class A, class B>                                                                 \
+    __device__ __forceinline__ typename common<A, B>::type NAME(A a, B b) {                     \
+        typedef typename common<A, B>::type T;                                                  \
+        return num<T>::NAME(cfm::to<T>(a), cfm::to<T>(b));                                      \
     }
 CFM_BINARY(add)
 CFM_BINARY(sub)
@@ -200,10 +200,10 @@ template <class T> __device__ __forceinline__ T neg(T a) { return num<T>::neg(a)
 
 // ---- comparisons ----------------------------------------------------------------------
 
-#define CFM_CMP(NAME, OP)                                                                    \
-    template <class A, class B> __device__ __forceinline__ bool NAME(A a, B b) {             \
-        typedef typename common<A, B>::type T;                                               \
-        return val(to<T>(a)) OP val(to<T>(b));                                               \
+#define CFM_CMP(NAME, OP)                                                                       \
+    template <class A, class B> __device__ __forceinline__ bool NAME(A a, B b) {                \
+        typedef typename common<A, B>::type T;                                                  \
+        return cfm::val(cfm::to<T>(a)) OP cfm::val(cfm::to<T>(b));                              \
     }
 CFM_CMP(eq, ==)
 CFM_CMP(ne, !=)
@@ -215,13 +215,13 @@ CFM_CMP(ge, >=)
 
 // ---- bits (integers and bool) -----------------------------------------------------------
 
-#define CFM_BITOP(NAME, OP)                                                                  \
-    template <class A, class B>                                                              \
-    __device__ __forceinline__ typename common<A, B>::type NAME(A a, B b) {                  \
-        typedef typename common<A, B>::type T;                                               \
-        return (T)(to<T>(a) OP to<T>(b));                                                    \
-    }                                                                                        \
-    __device__ __forceinline__ ILit NAME(ILit a, ILit b) { return ilit((u64)(a.v OP b.v)); }
+#define CFM_BITOP(NAME, OP)                                                                     \
+    template <class A, class B>                                                                 \
+    __device__ __forceinline__ typename common<A, B>::type NAME(A a, B b) {                     \
+        typedef typename common<A, B>::type T;                                                  \
+        return (T)(cfm::to<T>(a) OP cfm::to<T>(b));                                             \
+    }                                                                                           \
+    __device__ __forceinline__ ILit NAME(ILit a, ILit b) { return cfm::ilit((u64)(a.v OP b.v)); }
 CFM_BITOP(bit_and, &)
 CFM_BITOP(bit_or, |)
 CFM_BITOP(bit_xor, ^)
@@ -229,7 +229,7 @@ CFM_BITOP(bit_xor, ^)
 // Rust's `!`: logical on bool, bitwise on integers.
 template <class T> __device__ __forceinline__ T not_(T a) { return (T)~a; }
 __device__ __forceinline__ bool not_(bool a) { return !a; }
-__device__ __forceinline__ ILit not_(ILit a) { return ilit(~(u64)a.v); }
+__device__ __forceinline__ ILit not_(ILit a) { return cfm::ilit(~(u64)a.v); }
 
 // Shifts as Rust's release build does them (wrapping_shl / wrapping_shr): the amount is
 // taken modulo the width; `>>` is arithmetic on signed types.
@@ -268,7 +268,7 @@ template <> struct cast_to<float> {
 template <> struct cast_to<double> {
     template <class F> static __device__ __forceinline__ double from(F x) { return (double)x; }
 };
-template <class To, class F> __device__ __forceinline__ To cast(F x) { return cast_to<To>::from(val(x)); }
+template <class To, class F> __device__ __forceinline__ To cast(F x) { return cast_to<To>::from(cfm::val(x)); }
 
 // ---- f16 / bf16 conversions -----------------------------------------------------------
 
@@ -276,12 +276,12 @@ __device__ __forceinline__ float to_f32(cf::f16 x) { return cf::up(x); }
 __device__ __forceinline__ float to_f32(cf::bf16 x) { return cf::up(x); }
 __device__ __forceinline__ double to_f64(cf::f16 x) { return (double)cf::up(x); }
 __device__ __forceinline__ double to_f64(cf::bf16 x) { return (double)cf::up(x); }
-template <class H, class F> __device__ __forceinline__ H from_f32(F x) { return cf::down<H>(to<float>(x)); }
+template <class H, class F> __device__ __forceinline__ H from_f32(F x) { return cf::down<H>(cfm::to<float>(x)); }
 
 // ---- float methods (f32 and f64) ------------------------------------------------------
 
-#define CFM_MATH1(NAME, F32, F64)                                                            \
-    __device__ __forceinline__ float NAME(float x) { return F32(x); }                        \
+#define CFM_MATH1(NAME, F32, F64)                                                               \
+    __device__ __forceinline__ float NAME(float x) { return F32(x); }                           \
     __device__ __forceinline__ double NAME(double x) { return F64(x); }
 CFM_MATH1(sqrt, ::sqrtf, ::sqrt)
 CFM_MATH1(cbrt, ::cbrtf, ::cbrt)
@@ -307,8 +307,8 @@ CFM_MATH1(round, ::roundf, ::round)
 CFM_MATH1(round_ties_even, ::rintf, ::rint)
 CFM_MATH1(trunc, ::truncf, ::trunc)
 #undef CFM_MATH1
-#define CFM_MATH2(NAME, F32, F64)                                                            \
-    __device__ __forceinline__ float NAME(float x, float y) { return F32(x, y); }            \
+#define CFM_MATH2(NAME, F32, F64)                                                               \
+    __device__ __forceinline__ float NAME(float x, float y) { return F32(x, y); }               \
     __device__ __forceinline__ double NAME(double x, double y) { return F64(x, y); }
 CFM_MATH2(powf, ::powf, ::pow)
 CFM_MATH2(atan2, ::atan2f, ::atan2)
@@ -342,8 +342,8 @@ template <class F> __device__ __forceinline__ F powi_(F a, int b) {
     }
     return recip ? 1 / r : r;
 }
-__device__ __forceinline__ float powi(float x, int n) { return powi_(x, n); }
-__device__ __forceinline__ double powi(double x, int n) { return powi_(x, n); }
+__device__ __forceinline__ float powi(float x, int n) { return cfm::powi_(x, n); }
+__device__ __forceinline__ double powi(double x, int n) { return cfm::powi_(x, n); }
 
 __device__ __forceinline__ float abs(float x) { return ::fabsf(x); }
 __device__ __forceinline__ double abs(double x) { return ::fabs(x); }
@@ -352,30 +352,30 @@ template <class T> __device__ __forceinline__ T abs(T x) { return x < 0 ? num<T>
 __device__ __forceinline__ float signum(float x) { return x != x ? x : ::copysignf(1.0f, x); }
 __device__ __forceinline__ double signum(double x) { return x != x ? x : ::copysign(1.0, x); }
 __device__ __forceinline__ cf::f16 signum(cf::f16 x) {
-    return cf::up(x) != cf::up(x) ? x : f16_bits((unsigned short)((x.bits & 0x8000u) | 0x3c00u));
+    return cf::up(x) != cf::up(x) ? x : cfm::f16_bits((unsigned short)((x.bits & 0x8000u) | 0x3c00u));
 }
 __device__ __forceinline__ cf::bf16 signum(cf::bf16 x) {
-    return cf::up(x) != cf::up(x) ? x : bf16_bits((unsigned short)((x.bits & 0x8000u) | 0x3f80u));
+    return cf::up(x) != cf::up(x) ? x : cfm::bf16_bits((unsigned short)((x.bits & 0x8000u) | 0x3f80u));
 }
 template <class T> __device__ __forceinline__ T signum(T x) { return (T)((T)0 < x) - (T)(x < (T)0); }
 __device__ __forceinline__ cf::f16 copysign(cf::f16 x, cf::f16 s) {
-    return f16_bits((unsigned short)((s.bits & 0x8000u) | (x.bits & 0x7fffu)));
+    return cfm::f16_bits((unsigned short)((s.bits & 0x8000u) | (x.bits & 0x7fffu)));
 }
 __device__ __forceinline__ cf::bf16 copysign(cf::bf16 x, cf::bf16 s) {
-    return bf16_bits((unsigned short)((s.bits & 0x8000u) | (x.bits & 0x7fffu)));
+    return cfm::bf16_bits((unsigned short)((s.bits & 0x8000u) | (x.bits & 0x7fffu)));
 }
 
-template <class T> __device__ __forceinline__ bool is_nan(T x) { return val(x) != val(x); }
+template <class T> __device__ __forceinline__ bool is_nan(T x) { return cfm::val(x) != cfm::val(x); }
 template <class T> __device__ __forceinline__ bool is_infinite(T x) {
-    typedef decltype(val(x)) F;
-    return val(x) == lim<F>::hi() || val(x) == lim<F>::lo();
+    typedef decltype(cfm::val(x)) F;
+    return cfm::val(x) == lim<F>::hi() || cfm::val(x) == lim<F>::lo();
 }
-template <class T> __device__ __forceinline__ bool is_finite(T x) { return !is_nan(x) && !is_infinite(x); }
+template <class T> __device__ __forceinline__ bool is_finite(T x) { return !cfm::is_nan(x) && !cfm::is_infinite(x); }
 __device__ __forceinline__ bool is_sign_negative(float x) { return (__float_as_uint(x) >> 31) != 0; }
 __device__ __forceinline__ bool is_sign_negative(double x) { return __double_as_longlong(x) < 0; }
 __device__ __forceinline__ bool is_sign_negative(cf::f16 x) { return (x.bits & 0x8000u) != 0; }
 __device__ __forceinline__ bool is_sign_negative(cf::bf16 x) { return (x.bits & 0x8000u) != 0; }
-template <class T> __device__ __forceinline__ bool is_sign_positive(T x) { return !is_sign_negative(x); }
+template <class T> __device__ __forceinline__ bool is_sign_positive(T x) { return !cfm::is_sign_negative(x); }
 __device__ __forceinline__ unsigned to_bits(float x) { return __float_as_uint(x); }
 __device__ __forceinline__ u64 to_bits(double x) { return (u64)__double_as_longlong(x); }
 __device__ __forceinline__ unsigned short to_bits(cf::f16 x) { return x.bits; }
@@ -397,23 +397,23 @@ template <> struct ext<double> {
     static __device__ __forceinline__ double max(double a, double b) { return ::fmax(a, b); }
 };
 template <class H> struct half_ext {
-    static __device__ __forceinline__ H min(H a, H b) { return (is_nan(a) || cf::up(b) < cf::up(a)) ? b : a; }
-    static __device__ __forceinline__ H max(H a, H b) { return (is_nan(a) || cf::up(b) > cf::up(a)) ? b : a; }
+    static __device__ __forceinline__ H min(H a, H b) { return (cfm::is_nan(a) || cf::up(b) < cf::up(a)) ? b : a; }
+    static __device__ __forceinline__ H max(H a, H b) { return (cfm::is_nan(a) || cf::up(b) > cf::up(a)) ? b : a; }
 };
 template <> struct ext<cf::f16> : half_ext<cf::f16> {};
 template <> struct ext<cf::bf16> : half_ext<cf::bf16> {};
 template <class A, class B> __device__ __forceinline__ typename common<A, B>::type min(A a, B b) {
     typedef typename common<A, B>::type T;
-    return ext<T>::min(to<T>(a), to<T>(b));
+    return ext<T>::min(cfm::to<T>(a), cfm::to<T>(b));
 }
 template <class A, class B> __device__ __forceinline__ typename common<A, B>::type max(A a, B b) {
     typedef typename common<A, B>::type T;
-    return ext<T>::max(to<T>(a), to<T>(b));
+    return ext<T>::max(cfm::to<T>(a), cfm::to<T>(b));
 }
 // clamp as Rust's (and half's): below min gives min, then above max gives max; NaN stays.
 template <class A, class B, class C> __device__ __forceinline__ A clamp(A x, B lo, C hi) {
-    if (lt(x, lo)) x = to<A>(lo);
-    if (gt(x, hi)) x = to<A>(hi);
+    if (cfm::lt(x, lo)) x = cfm::to<A>(lo);
+    if (cfm::gt(x, hi)) x = cfm::to<A>(hi);
     return x;
 }
 
@@ -423,14 +423,14 @@ template <> struct is_float<float> { static const bool value = true; };
 template <> struct is_float<double> { static const bool value = true; };
 template <class A, class B> __device__ __forceinline__ typename common<A, B>::type rem_euclid(A a, B b) {
     typedef typename common<A, B>::type T;
-    T r = rem(a, b);
-    return lt(r, to<T>(0)) ? add(r, abs(to<T>(b))) : r;
+    T r = cfm::rem(a, b);
+    return cfm::lt(r, cfm::to<T>(0)) ? cfm::add(r, cfm::abs(cfm::to<T>(b))) : r;
 }
 template <class A, class B> __device__ __forceinline__ typename common<A, B>::type div_euclid(A a, B b) {
     typedef typename common<A, B>::type T;
-    T q = div(a, b);
-    if constexpr (is_float<T>::value) q = trunc(q);
-    if (lt(rem(a, b), to<T>(0))) return gt(to<T>(b), to<T>(0)) ? sub(q, to<T>(1)) : add(q, to<T>(1));
+    T q = cfm::div(a, b);
+    if constexpr (is_float<T>::value) q = cfm::trunc(q);
+    if (cfm::lt(cfm::rem(a, b), cfm::to<T>(0))) return cfm::gt(cfm::to<T>(b), cfm::to<T>(0)) ? cfm::sub(q, cfm::to<T>(1)) : cfm::add(q, cfm::to<T>(1));
     return q;
 }
 
@@ -438,29 +438,29 @@ template <class A, class B> __device__ __forceinline__ typename common<A, B>::ty
 
 template <class T> __device__ __forceinline__ u64 ubits(T x) { return (u64)(typename bits_of<T>::type)x; }
 template <class T> __device__ __forceinline__ unsigned width(T) { return (unsigned)(sizeof(T) * 8); }
-template <class T> __device__ __forceinline__ unsigned count_ones(T x) { return (unsigned)__popcll(ubits(x)); }
-template <class T> __device__ __forceinline__ unsigned count_zeros(T x) { return width(x) - count_ones(x); }
+template <class T> __device__ __forceinline__ unsigned count_ones(T x) { return (unsigned)__popcll(cfm::ubits(x)); }
+template <class T> __device__ __forceinline__ unsigned count_zeros(T x) { return cfm::width(x) - cfm::count_ones(x); }
 template <class T> __device__ __forceinline__ unsigned leading_zeros(T x) {
-    return (unsigned)__clzll((long long)ubits(x)) - (64u - width(x));
+    return (unsigned)__clzll((long long)cfm::ubits(x)) - (64u - cfm::width(x));
 }
 template <class T> __device__ __forceinline__ unsigned trailing_zeros(T x) {
-    return x == 0 ? width(x) : (unsigned)(__ffsll((long long)ubits(x)) - 1);
+    return x == 0 ? cfm::width(x) : (unsigned)(__ffsll((long long)cfm::ubits(x)) - 1);
 }
 template <class T> __device__ __forceinline__ T rotate_left(T x, unsigned n) {
     typedef typename bits_of<T>::type U;
-    unsigned w = width(x);
+    unsigned w = cfm::width(x);
     n &= w - 1;
     U u = (U)x;
     return (T)(U)((u << n) | (n == 0 ? (U)0 : (U)(u >> (w - n))));
 }
 template <class T> __device__ __forceinline__ T rotate_right(T x, unsigned n) {
-    return rotate_left(x, (width(x) - (n & (width(x) - 1))) & (width(x) - 1));
+    return cfm::rotate_left(x, (cfm::width(x) - (n & (cfm::width(x) - 1))) & (cfm::width(x) - 1));
 }
 template <class T> __device__ __forceinline__ T reverse_bits(T x) {
-    return (T)(typename bits_of<T>::type)(__brevll(ubits(x)) >> (64u - width(x)));
+    return (T)(typename bits_of<T>::type)(__brevll(cfm::ubits(x)) >> (64u - cfm::width(x)));
 }
 template <class T> __device__ __forceinline__ T swap_bytes(T x) {
-    u64 u = ubits(x), r = 0;
+    u64 u = cfm::ubits(x), r = 0;
     for (unsigned i = 0; i < sizeof(T); ++i) r |= ((u >> (8 * i)) & 0xffu) << (8 * (sizeof(T) - 1 - i));
     return (T)(typename bits_of<T>::type)r;
 }
@@ -474,17 +474,17 @@ template <class T> __device__ __forceinline__ T pow(T base, unsigned e) {
     }
     return r;
 }
-template <class A, class B> __device__ __forceinline__ typename common<A, B>::type wrapping_add(A a, B b) { return add(a, b); }
-template <class A, class B> __device__ __forceinline__ typename common<A, B>::type wrapping_sub(A a, B b) { return sub(a, b); }
-template <class A, class B> __device__ __forceinline__ typename common<A, B>::type wrapping_mul(A a, B b) { return mul(a, b); }
-template <class T> __device__ __forceinline__ T wrapping_neg(T a) { return neg(a); }
-template <class T> __device__ __forceinline__ T wrapping_abs(T a) { return abs(a); }
-template <class T> __device__ __forceinline__ T wrapping_pow(T a, unsigned e) { return pow(a, e); }
-template <class T, class S> __device__ __forceinline__ T wrapping_shl(T a, S s) { return shl(a, s); }
-template <class T, class S> __device__ __forceinline__ T wrapping_shr(T a, S s) { return shr(a, s); }
+template <class A, class B> __device__ __forceinline__ typename common<A, B>::type wrapping_add(A a, B b) { return cfm::add(a, b); }
+template <class A, class B> __device__ __forceinline__ typename common<A, B>::type wrapping_sub(A a, B b) { return cfm::sub(a, b); }
+template <class A, class B> __device__ __forceinline__ typename common<A, B>::type wrapping_mul(A a, B b) { return cfm::mul(a, b); }
+template <class T> __device__ __forceinline__ T wrapping_neg(T a) { return cfm::neg(a); }
+template <class T> __device__ __forceinline__ T wrapping_abs(T a) { return cfm::abs(a); }
+template <class T> __device__ __forceinline__ T wrapping_pow(T a, unsigned e) { return cfm::pow(a, e); }
+template <class T, class S> __device__ __forceinline__ T wrapping_shl(T a, S s) { return cfm::shl(a, s); }
+template <class T, class S> __device__ __forceinline__ T wrapping_shr(T a, S s) { return cfm::shr(a, s); }
 template <class A, class B> __device__ __forceinline__ typename common<A, B>::type saturating_add(A a0, B b0) {
     typedef typename common<A, B>::type T;
-    T a = to<T>(a0), b = to<T>(b0), r = add(a, b);
+    T a = cfm::to<T>(a0), b = cfm::to<T>(b0), r = cfm::add(a, b);
     if (lim<T>::lo() == (T)0) return r < a ? lim<T>::hi() : r;            // unsigned
     if (b > 0 && r < a) return lim<T>::hi();
     if (b < 0 && r > a) return lim<T>::lo();
@@ -492,7 +492,7 @@ template <class A, class B> __device__ __forceinline__ typename common<A, B>::ty
 }
 template <class A, class B> __device__ __forceinline__ typename common<A, B>::type saturating_sub(A a0, B b0) {
     typedef typename common<A, B>::type T;
-    T a = to<T>(a0), b = to<T>(b0), r = sub(a, b);
+    T a = cfm::to<T>(a0), b = cfm::to<T>(b0), r = cfm::sub(a, b);
     if (lim<T>::lo() == (T)0) return r > a ? (T)0 : r;                    // unsigned
     if (b > 0 && r > a) return lim<T>::lo();
     if (b < 0 && r < a) return lim<T>::hi();
@@ -502,7 +502,7 @@ template <class A, class B>
 __device__ __forceinline__ typename bits_of<typename common<A, B>::type>::type abs_diff(A a0, B b0) {
     typedef typename common<A, B>::type T;
     typedef typename bits_of<T>::type U;
-    T a = to<T>(a0), b = to<T>(b0);
+    T a = cfm::to<T>(a0), b = cfm::to<T>(b0);
     return a < b ? (U)((U)b - (U)a) : (U)((U)a - (U)b);
 }
 template <class T> __device__ __forceinline__ bool is_positive(T x) { return x > 0; }

@@ -5,6 +5,8 @@
 
 use cufold::{bf16, f16};
 
+pub mod probes;
+
 /// An affine map `x -> a*x + b`.
 #[derive(Clone, Copy, PartialEq, cufold::DeviceType)]
 #[repr(C)]
