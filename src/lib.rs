@@ -49,8 +49,31 @@
 //! ## Operators
 //!
 //! An [`ops::Operator`] is a monoid with a lift (input element and index to accumulator)
-//! and a finish (accumulator and count to output), written once for the CPU and once as a
-//! CUDA C++ struct. See [`ops`] for the built-in ones and what each returns for N = 0.
+//! and a finish (accumulator and count to output), with a CPU half and a CUDA C++ half. See
+//! [`ops`] for the built-in ones and what each returns for N = 0.
+//!
+//! Write your own once, in Rust: [`op`] keeps the code as the CPU half and translates it
+//! into the CUDA half, and [`DeviceType`] gives your `#[repr(C)]` structs their C++ twins.
+//! [`laws::check`] tests an operator's identity, associativity and commutativity claims on
+//! sample values.
+//!
+//! ```
+//! #[derive(Clone, Copy, cufold::DeviceType)]
+//! #[repr(C)]
+//! struct Interval { lo: f64, hi: f64 }
+//!
+//! /// The smallest interval holding both.
+//! #[cufold::op(identity = Interval { lo: f64::INFINITY, hi: f64::NEG_INFINITY }, commutative)]
+//! fn hull(a: Interval, b: Interval) -> Interval {
+//!     Interval { lo: a.lo.min(b.lo), hi: a.hi.max(b.hi) }
+//! }
+//!
+//! let xs: Vec<Interval> = [3.0, -1.0, 7.5].iter().map(|&v| Interval { lo: v, hi: v }).collect();
+//! let h = cufold::Backend::auto().reduce(&xs, hull)?; // the GPU if there is one
+//! assert_eq!((h.lo, h.hi), (-1.0, 7.5));
+//! cufold::laws::check(hull, &xs, cufold::laws::Tolerance::Exact).unwrap();
+//! # Ok::<(), cufold::Error>(())
+//! ```
 //!
 //! ## Composing with other GPU code
 //!
