@@ -1,5 +1,6 @@
 //! `#[derive(DeviceType)]`: a `#[repr(C)]` struct's CUDA twin and the traits it needs.
 
+use crate::errors::Errors;
 use crate::names::{check_device_type, cpp_ident};
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
@@ -40,24 +41,20 @@ fn repr(d: &DeriveInput) -> syn::Result<(bool, usize)> {
 }
 
 fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
-    let mut errors: Option<syn::Error> = None;
-    let mut push = |e: syn::Error| match &mut errors {
-        Some(all) => all.combine(e),
-        None => errors = Some(e),
-    };
+    let mut errors = Errors::default();
     let ident = &d.ident;
     let fields = match &d.data {
         Data::Struct(s) => match &s.fields {
             Fields::Named(f) if !f.named.is_empty() => Some(&f.named),
             Fields::Named(_) | Fields::Unit => {
-                push(syn::Error::new(
+                errors.push(syn::Error::new(
                     ident.span(),
                     "a DeviceType needs at least one field (an empty C++ struct has size 1, an empty Rust struct size 0)",
                 ));
                 None
             }
             Fields::Unnamed(f) => {
-                push(syn::Error::new(
+                errors.push(syn::Error::new(
                     f.span(),
                     "tuple structs are not supported: name the fields, which become the C++ struct's members",
                 ));
@@ -65,14 +62,14 @@ fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
             }
         },
         Data::Enum(e) => {
-            push(syn::Error::new(
+            errors.push(syn::Error::new(
                 e.enum_token.span,
                 "a DeviceType is a struct: enums have no CUDA twin (use an integer field)",
             ));
             None
         }
         Data::Union(u) => {
-            push(syn::Error::new(
+            errors.push(syn::Error::new(
                 u.union_token.span,
                 "a DeviceType is a struct: unions are not supported",
             ));
@@ -80,7 +77,7 @@ fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
         }
     };
     if !d.generics.params.is_empty() {
-        push(syn::Error::new_spanned(
+        errors.push(syn::Error::new_spanned(
             &d.generics,
             "a DeviceType cannot be generic: its C++ twin is one concrete struct",
         ));
@@ -88,7 +85,7 @@ fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
     let align_attr = match repr(&d) {
         Ok((true, align)) => align,
         Ok((false, _)) => {
-            push(syn::Error::new(
+            errors.push(syn::Error::new(
                 ident.span(),
                 "#[derive(DeviceType)] needs #[repr(C)] on the struct: without it Rust may reorder the \
                  fields, and the CUDA struct would not match",
@@ -96,20 +93,18 @@ fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
             0
         }
         Err(e) => {
-            push(e);
+            errors.push(e);
             0
         }
     };
     if let Some(fields) = fields {
         for f in fields {
             if let Err(e) = check_device_type(&f.ty) {
-                push(e);
+                errors.push(e);
             }
         }
     }
-    if let Some(e) = errors {
-        return Err(e);
-    }
+    errors.into_result()?;
     let fields = fields.expect("checked above");
 
     let name = ident.to_string();

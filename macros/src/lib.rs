@@ -15,6 +15,7 @@
 use proc_macro::TokenStream;
 
 mod derive;
+mod errors;
 mod names;
 mod op;
 mod translate;

@@ -1,5 +1,6 @@
 //! `#[cufold::op]`: an operator's Rust half as written, its CUDA half translated.
 
+use crate::errors::Errors;
 use crate::names::check_device_type;
 use crate::translate::{Body, Cpp, Param, Translator};
 use proc_macro2::{Span, TokenStream};
@@ -24,11 +25,7 @@ impl Parse for Args {
             commutative: false,
             empty_is_error: false,
         };
-        let mut errors: Option<syn::Error> = None;
-        let mut push = |e: syn::Error| match &mut errors {
-            Some(all) => all.combine(e),
-            None => errors = Some(e),
-        };
+        let mut errors = Errors::default();
         while !input.is_empty() {
             let key: syn::Ident = input.parse()?;
             match key.to_string().as_str() {
@@ -43,14 +40,14 @@ impl Parse for Args {
                     if v == "error" {
                         args.empty_is_error = true;
                     } else {
-                        push(syn::Error::new(
+                        errors.push(syn::Error::new(
                             v.span(),
                             "`empty = error` is the one choice: an empty input is an EmptyInput error \
                              (without it, an empty input gives finish(identity, 0))",
                         ));
                     }
                 }
-                other => push(syn::Error::new(
+                other => errors.push(syn::Error::new(
                     key.span(),
                     format!(
                         "unknown argument `{other}`: #[cufold::op] takes `identity = EXPR` (the function \
@@ -63,26 +60,7 @@ impl Parse for Args {
             }
             input.parse::<Token![,]>()?;
         }
-        match errors {
-            Some(e) => Err(e),
-            None => Ok(args),
-        }
-    }
-}
-
-/// Collects errors so that several are reported at once.
-#[derive(Default)]
-struct Errors(Option<syn::Error>);
-
-impl Errors {
-    fn push(&mut self, e: syn::Error) {
-        match &mut self.0 {
-            Some(all) => all.combine(e),
-            None => self.0 = Some(e),
-        }
-    }
-    fn at(&mut self, at: impl ToTokens, msg: impl std::fmt::Display) {
-        self.push(syn::Error::new_spanned(at, msg));
+        errors.into_result().map(|()| args)
     }
 }
 
@@ -367,9 +345,10 @@ fn fn_form(args: Args, f: ItemFn) -> TokenStream {
         #[derive(Clone, Copy, Debug, Default)]
         #vis struct #name;
     };
-    let (Some(ty), Some(identity), true, None) = (ty, &args.identity, ps.len() == 2, &errors.0)
+    let (Some(ty), Some(identity), true, true) =
+        (ty, &args.identity, ps.len() == 2, errors.is_empty())
     else {
-        let err = errors.0.map(|e| e.into_compile_error());
+        let err = errors.into_result().err().map(|e| e.into_compile_error());
         return quote!(#err #unit);
     };
     let cuda = translate(
@@ -580,10 +559,15 @@ fn impl_form(args: Args, imp: ItemImpl) -> TokenStream {
         }
     }
 
-    let (Some(identity), Some(combine), Some(in_ty), Some(acc), Some(out_ty), None) =
-        (fns.identity, fns.combine, in_ty, acc, out_ty, &errors.0)
-    else {
-        let err = errors.0.map(|e| e.into_compile_error());
+    let (Some(identity), Some(combine), Some(in_ty), Some(acc), Some(out_ty), true) = (
+        fns.identity,
+        fns.combine,
+        in_ty,
+        acc,
+        out_ty,
+        errors.is_empty(),
+    ) else {
+        let err = errors.into_result().err().map(|e| e.into_compile_error());
         return quote!(#err #imp);
     };
     let lift_params = fns.lift.map(|f| params(&f.sig));

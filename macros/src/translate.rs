@@ -11,6 +11,7 @@
 //! and an immediately invoked lambda otherwise; struct literals become a local that is
 //! assigned field by field. Rust's shadowing becomes fresh C++ names.
 
+use crate::errors::Errors;
 use crate::names::{cpp_ident, primitive_cpp, value_type_cpp};
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned, ToTokens};
@@ -106,7 +107,7 @@ struct Binding {
 
 /// Translates bodies into C++, collecting every unsupported construct as a spanned error.
 pub(crate) struct Translator {
-    errors: Vec<syn::Error>,
+    errors: Errors,
     scopes: Vec<Vec<Binding>>,
     declared: HashSet<String>,
     /// Inside an expression lambda: Rust's `return` cannot be expressed there.
@@ -221,7 +222,7 @@ fn path_name(p: &syn::Path) -> String {
 impl Translator {
     pub(crate) fn new() -> Self {
         Translator {
-            errors: Vec::new(),
+            errors: Errors::default(),
             scopes: Vec::new(),
             declared: HashSet::new(),
             lambda_depth: 0,
@@ -231,20 +232,11 @@ impl Translator {
 
     /// All errors so far, combined, or `Ok`.
     pub(crate) fn finish(self) -> syn::Result<()> {
-        let mut it = self.errors.into_iter();
-        match it.next() {
-            None => Ok(()),
-            Some(mut first) => {
-                for e in it {
-                    first.combine(e);
-                }
-                Err(first)
-            }
-        }
+        self.errors.into_result()
     }
 
     fn error(&mut self, at: impl ToTokens, msg: impl std::fmt::Display) {
-        self.errors.push(syn::Error::new_spanned(at, msg));
+        self.errors.at(at, msg);
     }
 
     /// A C++ member function `__device__ RET NAME(PARAMS) const { BODY }`, indented for
