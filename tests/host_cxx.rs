@@ -7,8 +7,8 @@
 //! Rust semantics (wrapping, saturating casts, f16/bf16 rounding, literal typing, ...)
 //! on a machine without CUDA. The GPU tests check the same operators on the device.
 //!
-//! Without a C++ compiler the test says so and passes, unless `CUFOLD_CI` is set
-//! (CI sets it, so there it cannot be skipped).
+//! Without a C++ compiler (or the kernels/ directory) the test says so and passes, unless
+//! `CUFOLD_CI` is set (CI sets it, so there it cannot be skipped).
 
 mod common;
 mod macro_ops;
@@ -46,22 +46,62 @@ static inline unsigned long long __brevll(unsigned long long x) {
     for (int i = 0; i < 64; ++i) if ((x >> i) & 1) r |= 1ull << (63 - i);
     return r;
 }
+// IEEE binary16 conversions in portable C++ (what cvt.f32.f16 and cvt.rn.f16.f32 do).
+static inline float host_f16_to_f32(unsigned short h) {
+    unsigned sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+    if (exp == 0x1f) bits = sign | 0x7f800000u | (man ? 0x400000u | (man << 13) : 0u);
+    else if (exp != 0) bits = sign | ((exp + 112) << 23) | (man << 13);
+    else if (man == 0) bits = sign;
+    else {
+        unsigned k = 0;
+        while (!(man & 0x400u)) { man <<= 1; ++k; }
+        bits = sign | ((113 - k) << 23) | ((man & 0x3ffu) << 13);
+    }
+    return __uint_as_float(bits);
+}
+static inline unsigned short host_f32_to_f16(float f) {
+    unsigned x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu;
+    unsigned man = x & 0x7fffffu;
+    if (exp == 0xff) return (unsigned short)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0u));
+    int e = (int)exp - 112;
+    if (e >= 0x1f) return (unsigned short)(sign | 0x7c00u);
+    unsigned shift = 13, r;
+    if (e <= 0) {
+        if (e < -10) return (unsigned short)sign;
+        man |= 0x800000u;
+        shift = (unsigned)(14 - e);
+        r = man >> shift;
+    } else {
+        r = ((unsigned)e << 10) | (man >> 13);
+    }
+    unsigned rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1u))) ++r;  // a carry rounds up to the next binade
+    return (unsigned short)(sign | r);
+}
 "#;
 
+/// The project's kernels/ directory: where this test was built, else under the working
+/// directory (a staged binary runs from a copy of the project root).
+fn kernels_dir() -> Option<PathBuf> {
+    [Path::new(env!("CARGO_MANIFEST_DIR")), Path::new(".")]
+        .iter()
+        .map(|root| root.join("kernels"))
+        .find(|d| d.join("types.cuh").is_file())
+}
+
 /// kernels/types.cuh and kernels/ops.cuh for the host: their two inline-PTX f16
-/// conversions become the host's `_Float16` conversions (both round to nearest even).
-fn shim() -> String {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+/// conversions become portable C++ ones (both round to nearest even).
+fn shim(dir: &Path) -> String {
     let types = std::fs::read_to_string(dir.join("types.cuh")).unwrap();
     let ops = std::fs::read_to_string(dir.join("ops.cuh")).unwrap();
     let patches = [
         (
             r#"asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));"#,
-            "{ _Float16 t; std::memcpy(&t, &h.bits, 2); f = (float)t; }",
+            "f = host_f16_to_f32(h.bits);",
         ),
         (
             r#"asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));"#,
-            "{ _Float16 t = (_Float16)v; std::memcpy(&h.bits, &t, 2); }",
+            "h.bits = host_f32_to_f16(v);",
         ),
     ];
     let mut types = types;
@@ -319,8 +359,8 @@ fn compiler() -> Option<String> {
     None
 }
 
-fn build(cxx: &str, dir: &Path, cases: &[Box<dyn Case>]) -> PathBuf {
-    let mut src = shim();
+fn build(cxx: &str, kernels: &Path, dir: &Path, cases: &[Box<dyn Case>]) -> PathBuf {
+    let mut src = shim(kernels);
     let mut names = Vec::new();
     for c in cases {
         let op = c.cuda();
@@ -363,18 +403,21 @@ fn build(cxx: &str, dir: &Path, cases: &[Box<dyn Case>]) -> PathBuf {
 
 #[test]
 fn translated_operators_compute_what_their_rust_halves_compute() {
-    let Some(cxx) = compiler() else {
+    let (Some(cxx), Some(kernels)) = (compiler(), kernels_dir()) else {
         assert!(
             std::env::var_os("CUFOLD_CI").is_none(),
-            "CUFOLD_CI is set but no C++ compiler was found ($CXX, g++, clang++, c++)"
+            "CUFOLD_CI is set but there is no C++ compiler ($CXX, g++, clang++, c++) or no kernels/"
         );
-        eprintln!("SKIPPED: no host C++ compiler ($CXX, g++, clang++, c++); the GPU tests cover this on a device");
+        eprintln!(
+            "SKIPPED: no host C++ compiler ($CXX, g++, clang++, c++) or no kernels/ directory; \
+             the GPU tests cover the translated operators on a device"
+        );
         return;
     };
     let dir = std::env::temp_dir().join(format!("cufold-host-cxx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cases = cases();
-    let bin = build(&cxx, &dir, &cases);
+    let bin = build(&cxx, &kernels, &dir, &cases);
     let mut bad = Vec::new();
     for (i, c) in cases.iter().enumerate() {
         let mut child = Command::new(&bin)
