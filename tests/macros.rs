@@ -224,6 +224,27 @@ fn shadowing_and_keywords_keep_their_rust_meaning_on_the_cpu() {
 }
 
 #[test]
+fn raw_identifiers_lose_their_prefix() {
+    #[derive(Clone, Copy, cufold::DeviceType)]
+    #[repr(C)]
+    struct Raw {
+        r#type: u32,
+        r#float: f32,
+    }
+    let r = Raw {
+        r#type: 1,
+        r#float: 2.0,
+    };
+    assert_eq!(format!("{r:?}"), "Raw { type: 1, float: 2.0 }");
+    assert_eq!(r.r#type as f32 + r.r#float, 3.0);
+    let decl = Raw::cuda_decl();
+    assert!(
+        decl.contains("    unsigned int type;\n    float float_cf;\n"),
+        "{decl}"
+    );
+}
+
+#[test]
 fn type_names_are_unique_per_module() {
     mod other {
         #[derive(Clone, Copy, cufold::DeviceType)]

@@ -114,7 +114,10 @@ fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
         .iter()
         .map(|f| f.ident.as_ref().expect("named"))
         .collect();
-    let rust_names: Vec<String> = idents.iter().map(|i| i.to_string()).collect();
+    let rust_names: Vec<String> = idents
+        .iter()
+        .map(|i| i.to_string().trim_start_matches("r#").to_string())
+        .collect();
     let cpp_names: Vec<String> = rust_names.iter().map(|n| cpp_ident(n)).collect();
     // Spanned at each field's type, so that a field type without a CUDA twin (or without
     // Approx) is reported there, once.
