@@ -20,11 +20,43 @@ use std::fmt::Debug;
 /// assert_eq!(f32::cuda_name(), "float");
 /// assert_eq!(cufold::ops::Indexed::<u32>::cuda_name(), "cf::Indexed<unsigned int>");
 /// ```
+///
+/// Structs of your own get it from `#[derive(cufold::DeviceType)]`, which writes their C++
+/// twin for you (see [`DeviceType`](crate::DeviceType)).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a device value: it has no CUDA twin",
+    label = "not a device value",
+    note = "device values are f32, f64, f16, bf16, i32, i64, u32, u64, u8, cufold's value types \
+            (ops::Affine<f32>, ops::Indexed<f32>, ...) and #[repr(C)] structs with #[derive(cufold::DeviceType)]"
+)]
 pub unsafe trait DeviceValue:
     Copy + Send + Sync + Debug + DeviceRepr + ValidAsZeroBits + 'static
 {
     /// The C++ type name used in generated kernels.
     fn cuda_name() -> String;
+
+    /// The C++ declarations the type needs before it can be named: for a struct derived
+    /// with `#[derive(cufold::DeviceType)]`, those of its fields' types, then its own
+    /// `struct`, each inside an include guard (`#ifndef CUFOLD_DECL_<name>`) so that repeats
+    /// are harmless. Empty for the built-in types, which kernels/ defines.
+    ///
+    /// ```
+    /// use cufold::DeviceValue;
+    /// assert_eq!(f32::cuda_decl(), "");
+    /// assert_eq!(cufold::ops::Affine::<f64>::cuda_decl(), "");
+    ///
+    /// #[derive(Clone, Copy, cufold::DeviceType)]
+    /// #[repr(C)]
+    /// struct Interval { lo: f32, hi: f32 }
+    /// let decl = Interval::cuda_decl();
+    /// let name = Interval::cuda_name(); // "Interval_" and a hash of the module path
+    /// assert!(name.starts_with("Interval_"));
+    /// assert!(decl.contains(&format!("#ifndef CUFOLD_DECL_{name}")));
+    /// assert!(decl.contains(&format!("struct {name} {{\n    float lo;\n    float hi;\n}};")));
+    /// ```
+    fn cuda_decl() -> String {
+        String::new()
+    }
 }
 
 mod sealed {

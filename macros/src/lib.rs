@@ -1,0 +1,72 @@
+//! The procedural macros of [cufold](https://docs.rs/cufold): `#[op]` and
+//! `#[derive(DeviceType)]`. Use them through cufold's re-exports, `cufold::op` and
+//! `cufold::DeviceType`, whose documentation has runnable examples; the generated code
+//! names `::cufold`.
+//!
+//! `#[op]` keeps an operator's Rust functions as written (the CPU half) and translates
+//! their bodies into a CUDA C++ struct (the GPU half). The translation covers literals and
+//! constants, arithmetic, comparisons, logic, bit operations and shifts, `as` casts between
+//! primitive types, `let` (with Rust's shadowing), `if`/`else` and blocks as values,
+//! `return` statements, struct literals and field access, and the methods of the number
+//! types that operators use; everything else is reported at compile time, at its span,
+//! with as many errors at once as the body has.
+#![deny(missing_docs)]
+
+use proc_macro::TokenStream;
+
+mod derive;
+mod errors;
+mod names;
+mod op;
+mod translate;
+
+/// Makes an associative operator from Rust code: the CPU half is the code as written, the
+/// CUDA half its translation.
+///
+/// Function form, for an operator whose input, accumulator and output are one type:
+///
+/// ```text
+/// #[cufold::op(identity = Affine { a: 1.0, b: 0.0 })]
+/// fn compose(f: Affine, g: Affine) -> Affine {
+///     Affine { a: g.a * f.a, b: g.a * f.b + g.b }
+/// }
+/// // `compose` is now a unit struct implementing cufold::ops::Operator<Affine>.
+/// ```
+///
+/// Impl form, on a unit struct, with a lift (input and index to accumulator) and a finish
+/// (accumulator and count to output), both optional:
+///
+/// ```text
+/// #[derive(Clone, Copy, Debug, Default)]
+/// struct LogSumExp;
+/// #[cufold::op(commutative)]
+/// impl LogSumExp {
+///     fn identity() -> Lse { ... }
+///     fn lift(x: f32, index: u64) -> Lse { ... }
+///     fn combine(a: Lse, b: Lse) -> Lse { ... }
+///     fn finish(acc: Lse, n: u64) -> f32 { ... }
+/// }
+/// ```
+///
+/// Arguments: `identity = EXPR` (function form), `commutative`, `empty = error`. See
+/// `cufold::op` for the full documentation and examples.
+#[proc_macro_attribute]
+pub fn op(attr: TokenStream, item: TokenStream) -> TokenStream {
+    op::expand(attr.into(), item.into()).into()
+}
+
+/// Gives a `#[repr(C)]` struct of device values a CUDA twin: implements
+/// `cufold::DeviceValue` (with the C++ struct and a layout check), cudarc's `DeviceRepr`
+/// and `ValidAsZeroBits`, `Debug` and `cufold::laws::Approx`.
+///
+/// ```text
+/// #[derive(Clone, Copy, cufold::DeviceType)]
+/// #[repr(C)]
+/// struct Lse { max: f32, sum: f32 }
+/// ```
+///
+/// See `cufold::DeviceType` for the full documentation and examples.
+#[proc_macro_derive(DeviceType)]
+pub fn device_type(input: TokenStream) -> TokenStream {
+    derive::expand(input.into()).into()
+}

@@ -1,0 +1,446 @@
+//! The CUDA C++ that `#[cufold::op]` generates, compiled for the host by a C++ compiler
+//! (`$CXX`, else `g++`, `clang++` or `c++`) with device qualifiers defined away, and run
+//! beside the operators' Rust halves on the same inputs: identity, lift, combine and
+//! finish must give the same bits. On the host both halves call the same libm, so even
+//! `exp` and `ln` must agree exactly (the transcendental probe is compared within 4 ulps
+//! only because Rust's `cbrt` is its own, correctly rounded); this checks the translation and the `cfm` helpers'
+//! Rust semantics (wrapping, saturating casts, f16/bf16 rounding, literal typing, ...)
+//! on a machine without CUDA. The GPU tests check the same operators on the device.
+//!
+//! Without a C++ compiler (or the kernels/ directory) the test says so and passes, unless
+//! `CUFOLD_CI` is set (CI sets it, so there it cannot be skipped).
+
+mod common;
+mod macro_ops;
+
+use common::{same, Rng};
+use cufold::laws::{Approx, Tolerance};
+use cufold::ops::{CudaOp, Operator};
+use cufold::{bf16, f16, DeviceValue};
+use macro_ops::probes::*;
+use macro_ops::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Device intrinsics for the host; then the real kernels/types.cuh and ops.cuh (see
+/// `shim`), so that the translated operators meet the names they meet on the device.
+const INTRINSICS: &str = r#"
+#include <math.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#define __device__
+#define __forceinline__ inline
+static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+static inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+static inline double __longlong_as_double(long long u) { double f; std::memcpy(&f, &u, 8); return f; }
+static inline long long __double_as_longlong(double f) { long long u; std::memcpy(&u, &f, 8); return u; }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned long long __brevll(unsigned long long x) {
+    unsigned long long r = 0;
+    for (int i = 0; i < 64; ++i) if ((x >> i) & 1) r |= 1ull << (63 - i);
+    return r;
+}
+// IEEE binary16 conversions in portable C++ (what cvt.f32.f16 and cvt.rn.f16.f32 do).
+static inline float host_f16_to_f32(unsigned short h) {
+    unsigned sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+    if (exp == 0x1f) bits = sign | 0x7f800000u | (man ? 0x400000u | (man << 13) : 0u);
+    else if (exp != 0) bits = sign | ((exp + 112) << 23) | (man << 13);
+    else if (man == 0) bits = sign;
+    else {
+        unsigned k = 0;
+        while (!(man & 0x400u)) { man <<= 1; ++k; }
+        bits = sign | ((113 - k) << 23) | ((man & 0x3ffu) << 13);
+    }
+    return __uint_as_float(bits);
+}
+static inline unsigned short host_f32_to_f16(float f) {
+    unsigned x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu;
+    unsigned man = x & 0x7fffffu;
+    if (exp == 0xff) return (unsigned short)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0u));
+    int e = (int)exp - 112;
+    if (e >= 0x1f) return (unsigned short)(sign | 0x7c00u);
+    unsigned shift = 13, r;
+    if (e <= 0) {
+        if (e < -10) return (unsigned short)sign;
+        man |= 0x800000u;
+        shift = (unsigned)(14 - e);
+        r = man >> shift;
+    } else {
+        r = ((unsigned)e << 10) | (man >> 13);
+    }
+    unsigned rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1u))) ++r;  // a carry rounds up to the next binade
+    return (unsigned short)(sign | r);
+}
+"#;
+
+/// The project's kernels/ directory: where this test was built, else under the working
+/// directory (a staged binary runs from a copy of the project root).
+fn kernels_dir() -> Option<PathBuf> {
+    [Path::new(env!("CARGO_MANIFEST_DIR")), Path::new(".")]
+        .iter()
+        .map(|root| root.join("kernels"))
+        .find(|d| d.join("types.cuh").is_file())
+}
+
+/// kernels/types.cuh and kernels/ops.cuh for the host: their two inline-PTX f16
+/// conversions become portable C++ ones (both round to nearest even).
+fn shim(dir: &Path) -> String {
+    let types = std::fs::read_to_string(dir.join("types.cuh")).unwrap();
+    let ops = std::fs::read_to_string(dir.join("ops.cuh")).unwrap();
+    let patches = [
+        (
+            r#"asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));"#,
+            "f = host_f16_to_f32(h.bits);",
+        ),
+        (
+            r#"asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));"#,
+            "h.bits = host_f32_to_f16(v);",
+        ),
+    ];
+    let mut types = types;
+    for (from, to) in patches {
+        assert!(
+            types.contains(from),
+            "kernels/types.cuh no longer has `{from}`: update this host shim"
+        );
+        types = types.replace(from, to);
+    }
+    assert!(
+        !types.contains("asm("),
+        "kernels/types.cuh has new inline PTX: shim it here"
+    );
+    format!("{INTRINSICS}\n{types}\n{ops}\n")
+}
+
+const DRIVER: &str = r#"
+static void hex_out(const void* p, size_t n) {
+    const unsigned char* b = (const unsigned char*)p;
+    for (size_t i = 0; i < n; ++i) std::printf("%02x", b[i]);
+    std::printf("\n");
+}
+static void hex_in(void* p, size_t n) {
+    unsigned char* b = (unsigned char*)p;
+    for (size_t i = 0; i < n; ++i) {
+        unsigned v;
+        if (std::scanf("%2x", &v) != 1) std::abort();
+        b[i] = (unsigned char)v;
+    }
+}
+// Identity, then lift of every input, combine of pairs, finish of every lifted value.
+template <class Op> int run() {
+    typedef typename Op::In In;
+    typedef typename Op::Acc Acc;
+    typedef typename Op::Out Out;
+    const Op op = Op();
+    size_t n;
+    if (std::scanf("%zu", &n) != 1 || n == 0) return 2;
+    std::vector<In> xs(n);
+    std::vector<Acc> acc(n);
+    for (size_t i = 0; i < n; ++i) hex_in(&xs[i], sizeof(In));
+    Acc id = op.identity();
+    hex_out(&id, sizeof id);
+    for (size_t i = 0; i < n; ++i) { acc[i] = op.lift(xs[i], (cf::u64)i); hex_out(&acc[i], sizeof(Acc)); }
+    for (size_t i = 0; i < n; ++i) { Acc c = op.combine(acc[i], acc[(i * 7 + 3) % n]); hex_out(&c, sizeof c); }
+    for (size_t i = 0; i < n; ++i) { Out o = op.finish(acc[i], (cf::u64)i); hex_out(&o, sizeof o); }
+    return 0;
+}
+"#;
+
+/// The bytes of a value of a type without padding.
+fn bytes<T: Copy>(v: &T) -> Vec<u8> {
+    // SAFETY: only called on the padding-free types below, so every byte is initialised.
+    unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }
+        .to_vec()
+}
+
+fn from_hex<T: DeviceValue>(line: &str) -> T {
+    let b: Vec<u8> = (0..line.len() / 2)
+        .map(|i| u8::from_str_radix(&line[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    assert_eq!(b.len(), std::mem::size_of::<T>(), "C++ wrote {line}");
+    // SAFETY: the size matches, and every bit pattern is a valid value of these types
+    // (numbers, and structs of numbers without padding).
+    unsafe { std::ptr::read_unaligned(b.as_ptr() as *const T) }
+}
+
+trait Case {
+    fn name(&self) -> &str;
+    fn cuda(&self) -> CudaOp;
+    fn stdin(&self) -> String;
+    /// Compares the C++ output with the Rust half; returns the mismatches.
+    fn check(&self, out: &str) -> Vec<String>;
+}
+
+struct Run<In, O> {
+    name: &'static str,
+    op: O,
+    xs: Vec<In>,
+    /// None: the same bits; else within this tolerance.
+    tol: Option<Tolerance>,
+}
+
+impl<In: DeviceValue, O: Operator<In>> Case for Run<In, O>
+where
+    O::Acc: Approx,
+    O::Out: Approx,
+{
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn cuda(&self) -> CudaOp {
+        self.op.cuda()
+    }
+    fn stdin(&self) -> String {
+        let mut s = format!("{}\n", self.xs.len());
+        for x in &self.xs {
+            for b in bytes(x) {
+                s.push_str(&format!("{b:02x}"));
+            }
+            s.push('\n');
+        }
+        s
+    }
+    fn check(&self, out: &str) -> Vec<String> {
+        let n = self.xs.len();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines.len(),
+            1 + 3 * n,
+            "{}: C++ printed {} lines",
+            self.name,
+            lines.len()
+        );
+        let op = self.op;
+        let mut bad = Vec::new();
+        let mut cmp = |what: String, cpp: String, rust: String| {
+            if cpp != rust {
+                bad.push(format!("{}: {what}: C++ {cpp} != Rust {rust}", self.name));
+            }
+        };
+        let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
+        let tol = self.tol;
+        fn agree<T: Approx + std::fmt::Debug>(a: &T, b: &T, tol: Option<Tolerance>) -> bool {
+            match tol {
+                None => same(a, b),
+                Some(t) => a.approx_eq(b, t),
+            }
+        }
+        let id: O::Acc = from_hex(lines[0]);
+        cmp("identity".into(), show(&id), show(&op.identity()));
+        let acc: Vec<O::Acc> = (0..n).map(|i| op.lift(self.xs[i], i as u64)).collect();
+        for i in 0..n {
+            let c: O::Acc = from_hex(lines[1 + i]);
+            if !agree(&c, &acc[i], tol) {
+                cmp(
+                    format!("lift({:?}, {i})", self.xs[i]),
+                    show(&c),
+                    show(&acc[i]),
+                );
+            }
+            let j = (i * 7 + 3) % n;
+            let c: O::Acc = from_hex(lines[1 + n + i]);
+            let r = op.combine(acc[i], acc[j]);
+            if !agree(&c, &r, tol) {
+                cmp(
+                    format!("combine(lift(x[{i}]), lift(x[{j}]))"),
+                    show(&c),
+                    show(&r),
+                );
+            }
+            let c: O::Out = from_hex(lines[1 + 2 * n + i]);
+            let r = op.finish(acc[i], i as u64);
+            if !agree(&c, &r, tol) {
+                cmp(format!("finish(lift(x[{i}]), {i})"), show(&c), show(&r));
+            }
+        }
+        bad
+    }
+}
+
+fn case<In: DeviceValue, O: Operator<In>>(name: &'static str, op: O, xs: Vec<In>) -> Box<dyn Case>
+where
+    O::Acc: Approx,
+    O::Out: Approx,
+{
+    Box::new(Run {
+        name,
+        op,
+        xs,
+        tol: None,
+    })
+}
+
+fn cases() -> Vec<Box<dyn Case>> {
+    let f = float_values();
+    let finite: Vec<f32> = f
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite() && x.abs() < 1e30)
+        .collect();
+    let maps: Vec<Affine> = finite
+        .windows(2)
+        .map(|w| Affine { a: w[0], b: w[1] })
+        .collect();
+    let lses: Vec<Lse> = finite
+        .windows(2)
+        .map(|w| Lse {
+            max: w[0],
+            sum: w[1].abs(),
+        })
+        .collect();
+    let mut r = Rng(7);
+    let halves: Vec<f16> = f.iter().map(|&x| f16::from_f32(x)).collect();
+    let bhalves: Vec<bf16> = f.iter().map(|&x| bf16::from_f32(x)).collect();
+    let words: Vec<u32> = (0..300).map(|_| r.next() as u32).collect();
+    let doubles: Vec<f64> = f.iter().map(|&x| x as f64 * 1.25).collect();
+    let quantized: Vec<f32> = (0..300).map(|_| (r.next() % 16) as f32).collect();
+    let nested: Vec<Nested> = finite
+        .windows(3)
+        .map(|w| Nested {
+            inner: Keywords {
+                new: w[0],
+                class: w[1].to_bits(),
+            },
+            map: cufold::ops::Affine {
+                a: w[1] as f64,
+                b: w[2] as f64 * 1e-3,
+            },
+        })
+        .collect();
+    vec![
+        case("compose", compose, maps),
+        case("lse", lse, lses),
+        case("LogSumExp", LogSumExp, f.clone()),
+        case("ArgMaxTies", ArgMaxTies, quantized),
+        case("Hull", Hull, doubles),
+        case("HullByMethods", HullByMethods, f.clone()),
+        case("Welford", Welford, f.clone()),
+        case("hsum", hsum, halves),
+        case("bmax", bmax, bhalves),
+        case("HalfSummary", HalfSummary, f.clone()),
+        case("BitStats", BitStats, words),
+        case("syntax", syntax, nested),
+        case("ExactProbe", ExactProbe, float_samples()),
+        case("IntProbe", IntProbe, int_samples()),
+        // Rust's own cbrt is correctly rounded; glibc's cbrt and cbrtf are within 1 and 3
+        // ulps; every other function is the same libm call on both sides.
+        Box::new(Run {
+            name: "MathProbe",
+            op: MathProbe,
+            xs: float_samples(),
+            tol: Some(Tolerance::Ulps(4)),
+        }),
+    ]
+}
+
+fn compiler() -> Option<String> {
+    let candidates = std::env::var("CXX")
+        .ok()
+        .into_iter()
+        .chain(["g++", "clang++", "c++"].map(String::from));
+    for c in candidates {
+        let ok = Command::new(&c)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return Some(c);
+        }
+    }
+    None
+}
+
+fn build(cxx: &str, kernels: &Path, dir: &Path, cases: &[Box<dyn Case>]) -> PathBuf {
+    let mut src = shim(kernels);
+    let mut names = Vec::new();
+    for c in cases {
+        let op = c.cuda();
+        assert!(!op.source.is_empty(), "{}: no source", c.name());
+        src.push_str(&op.source);
+        names.push(op.type_name);
+    }
+    src.push_str(DRIVER);
+    src.push_str(
+        "int main(int argc, char** argv) {\n    switch (argc > 1 ? std::atoi(argv[1]) : -1) {\n",
+    );
+    for (i, n) in names.iter().enumerate() {
+        src.push_str(&format!("    case {i}: return run<{n}>();\n"));
+    }
+    src.push_str("    }\n    return 3;\n}\n");
+    let file = dir.join("ops.cpp");
+    std::fs::write(&file, &src).unwrap();
+    let bin = dir.join("ops");
+    let out = Command::new(cxx)
+        .args([
+            "-std=c++17",
+            "-O1",
+            "-ffp-contract=off",
+            "-fno-fast-math",
+            "-w",
+            "-o",
+        ])
+        .arg(&bin)
+        .arg(&file)
+        .output()
+        .expect("run the C++ compiler");
+    assert!(
+        out.status.success(),
+        "{cxx} refused the generated C++ ({}):\n{}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}
+
+#[test]
+fn translated_operators_compute_what_their_rust_halves_compute() {
+    let (Some(cxx), Some(kernels)) = (compiler(), kernels_dir()) else {
+        assert!(
+            std::env::var_os("CUFOLD_CI").is_none(),
+            "CUFOLD_CI is set but there is no C++ compiler ($CXX, g++, clang++, c++) or no kernels/"
+        );
+        eprintln!(
+            "SKIPPED: no host C++ compiler ($CXX, g++, clang++, c++) or no kernels/ directory; \
+             the GPU tests cover the translated operators on a device"
+        );
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("cufold-host-cxx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = cases();
+    let bin = build(&cxx, &kernels, &dir, &cases);
+    let mut bad = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        let mut child = Command::new(&bin)
+            .arg(i.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(c.stdin().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}: the C++ program failed", c.name());
+        bad.extend(c.check(&String::from_utf8(out.stdout).unwrap()));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        bad.is_empty(),
+        "{} mismatches:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}

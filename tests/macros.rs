@@ -1,0 +1,522 @@
+//! CPU tests of `#[cufold::op]` and `#[derive(cufold::DeviceType)]`: the CUDA text they
+//! generate (golden, whole structs, so that every change to it is deliberate), the CPU
+//! halves against the built-in operators and exact references, and the law checker.
+//! tests/host_cxx.rs runs the generated C++; tests/gpu_macros.rs runs it on a GPU.
+
+mod common;
+mod macro_ops;
+
+use common::*;
+use cufold::laws::{self, Law, Tolerance};
+use cufold::ops::{self, Operator};
+use cufold::{bf16, f16, Cpu, DeviceValue, ErrorKind};
+use macro_ops::*;
+
+/// The generated source after the shared helpers, with the module hash shown as `H`.
+fn body(source: &str, module: &str) -> String {
+    let h = format!("{:08x}", cufold::__private::fnv(module));
+    source
+        .strip_prefix(cufold::__private::PRELUDE)
+        .expect("every translated operator's source starts with the helpers")
+        .replace(&h, "H")
+}
+
+#[test]
+fn golden_cuda_of_the_function_form() {
+    let op = compose.cuda();
+    assert_eq!(
+        op.type_name,
+        format!(
+            "compose_{:08x}",
+            cufold::__private::fnv("macros::macro_ops")
+        )
+    );
+    assert_eq!(
+        body(&op.source, "macros::macro_ops"),
+        r#"#ifndef CUFOLD_DECL_Affine_H
+#define CUFOLD_DECL_Affine_H
+// macros::macro_ops::Affine
+struct Affine_H {
+    float a;
+    float b;
+};
+static_assert(sizeof(Affine_H) == 8 && alignof(Affine_H) == 4, "cufold: the CUDA struct Affine_H does not have the layout of the Rust struct macros::macro_ops::Affine");
+#endif
+#ifndef CUFOLD_OP_compose_H
+#define CUFOLD_OP_compose_H
+struct compose_H {
+    typedef Affine_H In;
+    typedef Affine_H Acc;
+    typedef Affine_H Out;
+    __device__ Acc identity() const {
+        Affine_H cfm_s;
+        cfm_s.a = cfm::flit(1.0f, 1.0);
+        cfm_s.b = cfm::flit(0.0f, 0.0);
+        return cfm_s;
+    }
+    __device__ Acc lift(In x, cf::u64) const { return x; }
+    __device__ Acc combine(Acc f, Acc g) const {
+        Affine_H cfm_s;
+        cfm_s.a = cfm::mul(g.a, f.a);
+        cfm_s.b = cfm::add(cfm::mul(g.a, f.b), g.b);
+        return cfm_s;
+    }
+    __device__ Out finish(Acc a, cf::u64) const { return a; }
+};
+#endif
+"#
+    );
+}
+
+#[test]
+fn golden_cuda_of_the_impl_form_with_lift_and_finish() {
+    assert_eq!(
+        body(&LogSumExp.cuda().source, "macros::macro_ops"),
+        r#"#ifndef CUFOLD_DECL_Lse_H
+#define CUFOLD_DECL_Lse_H
+// macros::macro_ops::Lse
+struct Lse_H {
+    float max;
+    float sum;
+};
+static_assert(sizeof(Lse_H) == 8 && alignof(Lse_H) == 4, "cufold: the CUDA struct Lse_H does not have the layout of the Rust struct macros::macro_ops::Lse");
+#endif
+#ifndef CUFOLD_OP_LogSumExp_H
+#define CUFOLD_OP_LogSumExp_H
+struct LogSumExp_H {
+    typedef float In;
+    typedef Lse_H Acc;
+    typedef float Out;
+    __device__ Acc identity() const {
+        Lse_H cfm_s;
+        cfm_s.max = cfm::f32_bits(0xff800000u);
+        cfm_s.sum = cfm::flit(0.0f, 0.0);
+        return cfm_s;
+    }
+    __device__ Acc lift(In x, cf::u64) const {
+        Lse_H cfm_s;
+        cfm_s.max = x;
+        cfm_s.sum = cfm::flit(1.0f, 1.0);
+        return cfm_s;
+    }
+    __device__ Acc combine(Acc a, Acc b) const {
+        auto m = cfm::max(a.max, b.max);
+        if (cfm::eq(m, cfm::f32_bits(0xff800000u))) {
+            return a;
+        } else {
+            Lse_H cfm_s;
+            cfm_s.max = m;
+            cfm_s.sum = cfm::add(cfm::mul(a.sum, cfm::exp(cfm::sub(a.max, m))), cfm::mul(b.sum, cfm::exp(cfm::sub(b.max, m))));
+            return cfm_s;
+        }
+    }
+    __device__ Out finish(Acc acc, cf::u64 _n) const {
+        return cfm::add(acc.max, cfm::ln(acc.sum));
+    }
+};
+#endif
+"#
+    );
+}
+
+#[test]
+fn golden_cuda_of_early_returns_mutation_and_block_values() {
+    let src = body(&Welford.cuda().source, "macros::macro_ops");
+    let start = src.find("#ifndef CUFOLD_OP_Welford_H").unwrap();
+    assert_eq!(
+        &src[start..],
+        r#"#ifndef CUFOLD_OP_Welford_H
+#define CUFOLD_OP_Welford_H
+struct Welford_H {
+    typedef float In;
+    typedef Moments_H Acc;
+    typedef double Out;
+    __device__ Acc identity() const {
+        Moments_H cfm_s;
+        cfm_s.n = cfm::flit(0.0f, 0.0);
+        cfm_s.mean = cfm::flit(0.0f, 0.0);
+        cfm_s.m2 = cfm::flit(0.0f, 0.0);
+        return cfm_s;
+    }
+    __device__ Acc lift(In x, cf::u64 _i) const {
+        Moments_H cfm_s;
+        cfm_s.n = cfm::flit(1.0f, 1.0);
+        cfm_s.mean = cfm::cast<double>(x);
+        cfm_s.m2 = cfm::flit(0.0f, 0.0);
+        return cfm_s;
+    }
+    __device__ Acc combine(Acc a, Acc b) const {
+        if (cfm::eq(a.n, cfm::flit(0.0f, 0.0))) {
+            return b;
+        }
+        if (cfm::eq(b.n, cfm::flit(0.0f, 0.0))) {
+            return a;
+        }
+        auto n = cfm::add(a.n, b.n);
+        auto d = cfm::sub(b.mean, a.mean);
+        auto m2 = cfm::add(a.m2, b.m2);
+        m2 = cfm::add(m2, cfm::mul(cfm::mul(d, d), cfm::div(cfm::mul(a.n, b.n), n)));
+        auto mean = [&]() { auto step = cfm::mul(d, cfm::div(b.n, n)); return cfm::add(a.mean, step); }();
+        Moments_H cfm_s;
+        cfm_s.n = n;
+        cfm_s.mean = mean;
+        cfm_s.m2 = m2;
+        return cfm_s;
+    }
+    __device__ Out finish(Acc acc, cf::u64 _n) const {
+        return cfm::div(acc.m2, acc.n);
+    }
+};
+#endif
+"#
+    );
+}
+
+/// `#[repr(align(N))]` becomes `alignas(N)`.
+#[derive(Clone, Copy, cufold::DeviceType)]
+#[repr(C, align(16))]
+struct Aligned {
+    inner: Keywords,
+    weight: f32,
+}
+
+#[test]
+fn golden_cuda_of_shadowing_keywords_and_nested_structs() {
+    let src = body(&syntax.cuda().source, "macros::macro_ops");
+    let decl = "struct Nested_H {\n    Keywords_H inner;\n    cf::Affine<double> map;\n};\n\
+                static_assert(sizeof(Nested_H) == 24 && alignof(Nested_H) == 8,";
+    assert!(src.contains(decl), "{src}");
+    assert!(src.contains("struct Keywords_H {\n    float new_cf;\n    unsigned int class_cf;\n};"));
+    assert!(src.find("\nstruct Keywords_H").unwrap() < src.find("\nstruct Nested_H").unwrap());
+    let aligned = Aligned::cuda_decl();
+    assert!(aligned.contains(&format!("struct alignas(16) {} {{", Aligned::cuda_name())));
+    assert_eq!(std::mem::size_of::<Aligned>(), 16);
+    assert!(aligned.contains("== 16 && alignof("), "{aligned}");
+    assert!(aligned.contains(") == 16, \"cufold"), "{aligned}");
+    let start = src.find("    __device__ Acc combine").unwrap();
+    let end = src[start..].find("    __device__ Out finish").unwrap() + start;
+    assert_eq!(
+        &src[start..end],
+        r#"    __device__ Acc combine(Acc x, Acc y) const {
+        auto new_cf = cfm::add(x.inner.new_cf, y.inner.new_cf);
+        auto new_cf_2 = cfm::mul(new_cf, cfm::flit(0.5f, 0.5));
+        double scale = [&]() -> double { if (cfm::gt(new_cf_2, cfm::flit(1.0f, 1.0))) { auto t = cfm::mul(0xccccccccccccdp-55, cfm::flit(2.0f, 2.0)); return t; } else { return cfm::flit(-1.0f, -1.0); } }();
+        Nested_H cfm_s;
+        cfm_s.map = [&]() { cf::Affine<double> cfm_s; cfm_s.a = cfm::mul(cfm::mul(x.map.a, y.map.a), scale); cfm_s.b = cfm::add(x.map.b, cfm::cast<double>(cfm::cast<float>(y.map.b))); return cfm_s; }();
+        cfm_s.inner = [&]() { Keywords_H cfm_s; cfm_s.class_cf = cfm::bit_xor(x.inner.class_cf, cfm::shr(cfm::wrapping_mul(y.inner.class_cf, cfm::ilit(3)), ((unsigned char)1))); cfm_s.new_cf = new_cf_2; return cfm_s; }();
+        return cfm_s;
+    }
+"#
+    );
+}
+
+#[test]
+fn shadowing_and_keywords_keep_their_rust_meaning_on_the_cpu() {
+    let x = Nested {
+        inner: Keywords { new: 3.0, class: 6 },
+        map: ops::Affine { a: 2.0, b: 0.5 },
+    };
+    let r = syntax.combine(x, x);
+    assert_eq!(r.inner.new, 3.0); // (3 + 3) * 0.5
+    assert_eq!(r.inner.class, 6 ^ (18 >> 1));
+    assert_eq!(r.map.a, 4.0 * (SCALE * 2.0));
+    assert_eq!(syntax.identity().map.a, 1.0);
+}
+
+#[test]
+fn raw_identifiers_lose_their_prefix() {
+    #[derive(Clone, Copy, cufold::DeviceType)]
+    #[repr(C)]
+    struct Raw {
+        r#type: u32,
+        r#float: f32,
+    }
+    let r = Raw {
+        r#type: 1,
+        r#float: 2.0,
+    };
+    assert_eq!(format!("{r:?}"), "Raw { type: 1, float: 2.0 }");
+    assert_eq!(r.r#type as f32 + r.r#float, 3.0);
+    let decl = Raw::cuda_decl();
+    assert!(
+        decl.contains("    unsigned int type;\n    float float_cf;\n"),
+        "{decl}"
+    );
+}
+
+#[test]
+fn type_names_are_unique_per_module() {
+    mod other {
+        #[derive(Clone, Copy, cufold::DeviceType)]
+        #[repr(C)]
+        pub struct Affine {
+            pub a: f32,
+            pub b: f32,
+        }
+    }
+    assert_ne!(Affine::cuda_name(), other::Affine::cuda_name());
+    assert!(other::Affine::cuda_name().starts_with("Affine_"));
+    assert_eq!(Affine::cuda_name(), Affine::cuda_name());
+    // Each op struct and each declaration sits in an include guard, declared once.
+    let src = compose.cuda().source;
+    assert_eq!(src.matches("\nstruct Affine_").count(), 1);
+    assert_eq!(src.matches("#ifndef CUFOLD_MACRO_SUPPORT").count(), 1);
+}
+
+#[test]
+fn trait_constants_follow_the_attribute() {
+    const {
+        assert!(!<compose as Operator<Affine>>::COMMUTATIVE);
+        assert!(<lse as Operator<Lse>>::COMMUTATIVE);
+        assert!(!<compose as Operator<Affine>>::EMPTY_IS_ERROR);
+        assert!(<ArgMaxTies as Operator<f32>>::EMPTY_IS_ERROR);
+    }
+    assert_eq!(<compose as Operator<Affine>>::NAME, "compose");
+    assert_eq!(<LogSumExp as Operator<f32>>::NAME, "LogSumExp");
+    let e = Cpu::new().reduce(&[] as &[f32], ArgMaxTies).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::EmptyInput);
+    assert!(e.to_string().contains("ArgMaxTies"), "{e}");
+    assert_eq!(
+        Cpu::new().reduce(&[] as &[Affine], compose).unwrap(),
+        Affine { a: 1.0, b: 0.0 }
+    );
+}
+
+const SIZES: &[usize] = &[0, 1, 2, 3, 33, 4097, 100_003];
+
+#[test]
+fn macro_operators_equal_the_builtins_bit_for_bit() {
+    // Same formulas, same tree: the macro-made operators must give the built-ins' bits.
+    let s = seed("macro_operators_equal_the_builtins_bit_for_bit");
+    let cpu = Cpu::new();
+    for &n in SIZES {
+        let maps: Vec<ops::Affine<f32>> = data(n, s ^ n as u64);
+        let mine: Vec<Affine> = maps.iter().map(|m| Affine { a: m.a, b: m.b }).collect();
+        let want = cpu.reduce(&maps, ops::Compose).unwrap();
+        let got = cpu.reduce(&mine, compose).unwrap();
+        assert_eq!(
+            (got.a.to_bits(), got.b.to_bits()),
+            (want.a.to_bits(), want.b.to_bits()),
+            "n = {n}"
+        );
+
+        let x: Vec<f32> = data(n, s ^ (n as u64) << 1);
+        if n > 0 {
+            let want = cpu.reduce(&x, ops::MeanVar).unwrap();
+            let got = cpu.reduce_acc(&x, Welford);
+            assert!(
+                same(
+                    &(got.n, got.mean, got.m2),
+                    &(want.count, want.mean, want.m2)
+                ),
+                "n = {n}"
+            );
+            assert!(same(&cpu.reduce(&x, Welford).unwrap(), &want.variance()));
+            let ties: Vec<f32> = x.iter().map(|v| (v * 8.0).round()).collect();
+            assert_eq!(
+                cpu.reduce(&ties, ArgMaxTies).unwrap(),
+                cpu.reduce(&ties, ops::ArgMax).unwrap().index,
+                "n = {n}"
+            );
+            let wide: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+            let hull = cpu.reduce(&wide, Hull).unwrap();
+            let mm = cpu.reduce(&wide, ops::MinMax).unwrap();
+            assert!(same(&(hull.lo, hull.hi), &(mm.min, mm.max)), "n = {n}");
+        }
+        let h: Vec<f16> = data(n, s ^ 3);
+        assert!(same(
+            &cpu.reduce(&h, hsum).unwrap(),
+            &cpu.reduce(&h, ops::Sum).unwrap()
+        ));
+        let b: Vec<bf16> = data(n, s ^ 4);
+        if n > 0 {
+            assert!(same(
+                &cpu.reduce(&b, bmax).unwrap(),
+                &cpu.reduce(&b, ops::Max).unwrap()
+            ));
+        }
+    }
+}
+
+#[test]
+fn integer_bit_statistics_are_exact() {
+    let s = seed("integer_bit_statistics_are_exact");
+    for &n in SIZES {
+        let x: Vec<u32> = data(n, s ^ n as u64);
+        let got = Cpu::new().reduce(&x, BitStats).unwrap();
+        let mut want = BitStats.identity();
+        for (i, &v) in x.iter().enumerate() {
+            want = BitStats.combine(want, BitStats.lift(v, i as u64));
+        }
+        // Every field is a commutative, associative integer operation: any order agrees.
+        assert!(got == want, "n = {n}: {got:?} vs {want:?}");
+        let ones: u32 = x
+            .iter()
+            .map(|v| (v.count_ones() + v.leading_zeros()).wrapping_sub(v.trailing_zeros().min(3)))
+            .fold(0, u32::wrapping_add);
+        assert_eq!(got.ones, ones);
+        assert_eq!(
+            got.or,
+            x.iter().enumerate().fold(0, |a, (i, &v)| a | v >> (i & 31))
+        );
+    }
+}
+
+#[test]
+fn log_sum_exp_matches_an_f64_reference() {
+    let s = seed("log_sum_exp_matches_an_f64_reference");
+    for &n in &SIZES[1..] {
+        let x: Vec<f32> = data::<f32>(n, s ^ n as u64)
+            .iter()
+            .map(|v| v * 30.0)
+            .collect();
+        let max = x.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+        let want = max + x.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln();
+        let got = Cpu::new().reduce(&x, LogSumExp).unwrap() as f64;
+        assert!(
+            (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+            "n = {n}: {got} vs {want}"
+        );
+        let lses: Vec<Lse> = x.iter().map(|&v| Lse { max: v, sum: 1.0 }).collect();
+        let acc = Cpu::new().reduce(&lses, lse).unwrap();
+        assert!(same(&acc, &Cpu::new().reduce_acc(&x, LogSumExp)), "n = {n}");
+    }
+    assert_eq!(
+        Cpu::new()
+            .reduce(&[f32::NEG_INFINITY; 3], LogSumExp)
+            .unwrap(),
+        f32::NEG_INFINITY
+    );
+}
+
+#[test]
+fn half_precision_structs_round_like_the_half_crate() {
+    let s = seed("half_precision_structs_round_like_the_half_crate");
+    let x: Vec<f32> = data::<f32>(5000, s).iter().map(|v| v * 100.0).collect();
+    let r = Cpu::new().reduce_acc(&x, HalfSummary);
+    let rounded: Vec<f32> = x.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+    assert!(same(
+        &r.sum,
+        &Cpu::new().reduce(&rounded, ops::Sum).unwrap()
+    ));
+    let max = x
+        .iter()
+        .map(|&v| f16::from_f32(v))
+        .fold(f16::NEG_INFINITY, f16::max);
+    let min = x
+        .iter()
+        .map(|&v| bf16::from_f32(v))
+        .fold(bf16::INFINITY, bf16::min);
+    assert_eq!((r.max, r.min), (max, min));
+    let out = Cpu::new().reduce(&x, HalfSummary).unwrap();
+    assert_eq!(out, r.sum + max.to_f32() - min.to_f32());
+}
+
+// ---- the law checker ----------------------------------------------------------------
+
+/// (a + b) / 2: commutative, but neither associative nor with an identity.
+#[cufold::op(identity = 0.0, commutative)]
+fn midpoint(a: f64, b: f64) -> f64 {
+    (a + b) / 2.0
+}
+
+/// Subtraction: not associative, identity only on the right.
+#[cufold::op(identity = 0)]
+fn minus(a: i64, b: i64) -> i64 {
+    a.wrapping_sub(b)
+}
+
+/// Composition claimed commutative: false.
+#[cufold::op(identity = Affine { a: 1.0, b: 0.0 }, commutative)]
+fn compose_claimed_commutative(f: Affine, g: Affine) -> Affine {
+    Affine {
+        a: g.a * f.a,
+        b: g.a * f.b + g.b,
+    }
+}
+
+/// The midpoint with the identity fixed up: a real identity, still not associative.
+#[cufold::op(identity = f64::NAN, commutative)]
+fn midpoint_or_other(a: f64, b: f64) -> f64 {
+    if a.is_nan() {
+        b
+    } else if b.is_nan() {
+        a
+    } else {
+        (a + b) / 2.0
+    }
+}
+
+#[test]
+fn the_law_checker_finds_counterexamples() {
+    let e = laws::check(midpoint, &[1.0, 2.0, 3.0], Tolerance::Exact).unwrap_err();
+    assert_eq!(e.law(), Law::LeftIdentity);
+    assert_eq!(e.samples(), &[0]);
+    let msg = e.to_string();
+    assert!(
+        msg.contains("left identity fails for midpoint") && msg.contains("samples[0] = 1.0"),
+        "{msg}"
+    );
+
+    // Non-dyadic data: the midpoint's rounding breaks associativity, and the report says
+    // which triple and what each side gave.
+    let e = laws::check(midpoint_or_other, &[0.1, 0.7, 0.3], Tolerance::Exact).unwrap_err();
+    assert_eq!(e.law(), Law::Associativity);
+    let [i, j, k] = e.samples() else {
+        panic!("{e}")
+    };
+    let xs = [0.1, 0.7, 0.3];
+    let (l, r) = (
+        ((xs[*i] + xs[*j]) / 2.0 + xs[*k]) / 2.0,
+        (xs[*i] + (xs[*j] + xs[*k]) / 2.0) / 2.0,
+    );
+    assert_ne!(l, r);
+    assert!(
+        e.to_string()
+            .contains(&format!("combine(combine(a, b), c) = {l:?}")),
+        "{e}"
+    );
+
+    let e = laws::check(minus, &[5i64, 3, 1], Tolerance::Exact).unwrap_err();
+    assert_eq!(e.law(), Law::LeftIdentity);
+    assert!(
+        laws::check(minus, &[0i64, 0], Tolerance::Exact).is_ok(),
+        "on zeros alone subtraction is lawful"
+    );
+
+    let maps = [Affine { a: 2.0, b: 1.0 }, Affine { a: 3.0, b: -1.0 }];
+    let e = laws::check(compose_claimed_commutative, &maps, Tolerance::Exact).unwrap_err();
+    assert_eq!(e.law(), Law::Commutativity);
+    assert!(e.to_string().contains("claims to be commutative"), "{e}");
+    // The same operator without the claim passes on this exact data.
+    laws::check(compose, &maps, Tolerance::Exact).unwrap();
+}
+
+#[test]
+fn the_law_checker_passes_lawful_operators() {
+    let s = seed("the_law_checker_passes_lawful_operators");
+    let mut r = Rng(s);
+    // Exact data (small dyadic values) for the float operators built from + and *.
+    let maps: Vec<Affine> = (0..60)
+        .map(|_| Affine {
+            a: [0.5, 1.0, 2.0, -1.0][(r.next() % 4) as usize],
+            b: (r.next() % 9) as f32 - 4.0,
+        })
+        .collect();
+    laws::check(compose, &maps, Tolerance::Exact).unwrap();
+    let ties: Vec<f32> = (0..80).map(|_| (r.next() % 7) as f32).collect();
+    laws::check(ArgMaxTies, &ties, Tolerance::Exact).unwrap();
+    let wide: Vec<f64> = data(100, s);
+    laws::check(Hull, &wide, Tolerance::Exact).unwrap();
+    let words: Vec<u32> = data(50, s);
+    laws::check(BitStats, &words, Tolerance::Exact).unwrap();
+    // Rounding: exp and ln, and the moments' divisions, within a tolerance.
+    let x: Vec<f32> = data(45, s);
+    laws::check(LogSumExp, &x, Tolerance::Relative(1e-5)).unwrap();
+    laws::check(Welford, &x, Tolerance::Relative(1e-9)).unwrap();
+    assert_eq!(
+        laws::check(Welford, &x, Tolerance::Exact).map_err(|e| e.law()),
+        Err(Law::Associativity),
+        "the moments' rounding is visible without a tolerance"
+    );
+}
