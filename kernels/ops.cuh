@@ -161,4 +161,15 @@ template <class T> struct MatMul {
     __device__ Out finish(Acc a, u64) const { return a; }
 };
 
+// An operator O applied to a map F's images of the inputs (F: In/Out typedefs and
+// `Out operator()(In, u64) const`; both default-constructible).
+template <class F, class O> struct Mapped {
+    typedef typename F::In In; typedef typename O::Acc Acc; typedef typename O::Out Out;
+    F f; O o;
+    __device__ Acc identity() const { return o.identity(); }
+    __device__ Acc lift(In x, u64 i) const { return o.lift(f(x, i), i); }
+    __device__ Acc combine(Acc a, Acc b) const { return o.combine(a, b); }
+    __device__ Out finish(Acc a, u64 n) const { return o.finish(a, n); }
+};
+
 }  // namespace cf

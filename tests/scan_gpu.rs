@@ -399,3 +399,52 @@ fn every_builtin_scan_kernel_compiles_for_hopper() {
     build::<Mat2<f64>, _>(MatMul);
     build::<u32, _>(FoldShape);
 }
+
+/// x -> a x + b into f64, with the parameters compiled into the kernel.
+#[derive(Clone, Copy)]
+struct Scale {
+    a: f64,
+    b: f64,
+}
+impl Transform<f32> for Scale {
+    type Out = f64;
+    fn apply(&self, x: f32, _: u64) -> f64 {
+        self.a * x as f64 + self.b
+    }
+    fn cuda(&self) -> CudaOp {
+        CudaOp {
+            type_name: "Scale".into(),
+            source: format!(
+                "struct Scale {{ typedef float In; typedef double Out;
+                   __device__ double operator()(float x, unsigned long long) const {{ return {} * (double)x + {}; }} }};",
+                cuda_f64(self.a),
+                cuda_f64(self.b)
+            ),
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_map_on_the_way_in_reduces_and_scans_with_the_cpus_bits() {
+    let s = seed("a_map_on_the_way_in_reduces_and_scans_with_the_cpus_bits");
+    let g = gpu();
+    let op = Mapped::new(
+        Scale {
+            a: 0.1,
+            b: -1.0 / 3.0,
+        },
+        Sum,
+    );
+    for &n in &[1usize, 33, 4097, 1_000_003] {
+        let host: Vec<f32> = data(n, s ^ n as u64);
+        let dev = upload(g, &host);
+        check(g, &dev, &host, op, "Mapped<Scale, Sum>");
+        let want = Cpu::new().reduce(&host, op).unwrap();
+        assert_eq!(
+            g.reduce(&dev, op).unwrap().to_bits(),
+            want.to_bits(),
+            "n = {n}"
+        );
+    }
+}

@@ -16,6 +16,7 @@
 //! | [`Div2Mean`] | f32, f64 | same | same | error |
 //! | [`Compose`] | [`Affine<R>`] | same | same (not commutative) | identity map |
 //! | [`MatMul`] | [`Mat2<R>`] | same | same (not commutative) | identity matrix |
+//! | [`Mapped`] | a [`Transform`]'s input | the operator's | the operator's | the operator's |
 //!
 //! **Scans.** Every operator but [`Div2Mean`] can be scanned: the output at position `i` is
 //! `finish(prefix, count)` with the prefix of the `count` elements before it (exclusive)
@@ -31,10 +32,12 @@
 use crate::element::{DeviceValue, Element};
 
 mod basic;
+mod mapped;
 mod ordered;
 mod stats;
 
 pub use basic::{ArgMax, ArgMin, Indexed, Max, Min, MinMax, MinMaxValue, Prod, Sum, WideSum};
+pub use mapped::{cuda_f64, Mapped, Transform};
 pub use ordered::{Affine, Compose, Mat2, MatMul};
 pub use stats::{Div2Mean, Mean, MeanVar, MeanVarValue};
 
