@@ -7,53 +7,24 @@
 // ticket counter:
 //
 //   thread   ITEMS contiguous positions: up-sweep in registers (the tree of the run)
-//   block    BlockScan (block.cuh) over the runs' trees: the tile's tree
-//   grid     the tile's prefix from earlier tiles, by a Fenwick tree in global memory:
-//            tile t publishes node_t, the tree over the 2^z tiles ending at t
-//            (z = trailing zeros of t + 1), and I_t, the prefix of everything up to and
-//            including tile t. node_t combines node_{t-1}, node_{t-2}, ..., node_{t-2^(z-1)}
-//            (largest first) with tile t's tree, and I_t = I_{t-2^z} extended by node_t:
-//            exactly the canonical fold, with no dependence on timing. The tile's exclusive
-//            prefix is I_{t-1}.
-//   down     BlockScan's down-sweep from that prefix, then each thread's run in registers.
+//   block    BlockScan (block.cuh) over the runs' trees: the tile's tree, its leaf
+//   grid     the tile's exclusive prefix P_t, the left fold of the trees over the aligned
+//            blocks of tiles that make up [0, t) (look_back below):
+//            - blocks of fewer than CHUNK tiles lie in t's aligned chunk of CHUNK tiles: one
+//              warp reads the leaves published by the chunk's earlier tiles and builds their
+//              trees itself, in shared memory;
+//            - larger blocks are Fenwick nodes: the tile that ends a block of 2^m >= CHUNK
+//              tiles publishes its tree, built from its own chunk and smaller such nodes.
+//            Both give exactly the canonical trees, so the bits never depend on timing, and
+//            no tile waits on a chain of other tiles' waits longer than log2(tiles / CHUNK).
+//   down     BlockScan's down-sweep from P_t, then each thread's run in registers.
 //
-// Slots in global memory carry a flag equal to the launch's epoch once written (release /
-// acquire), so they need no clearing between launches. A tile waits only on earlier tiles,
-// which hold their tickets and so are running or done: no deadlock.
+// Published values carry the launch's epoch in every 64-bit word, so they need no flags
+// and no clearing between launches. A tile waits only on earlier tiles, which hold their
+// tickets and so are running or done: no deadlock.
 #pragma once
 
 namespace cf {
-
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-template <class T> __device__ __forceinline__ void store_cg(T* p, const T& v) {
-    // Around L1, word by word (the slot is read by other blocks with load_cg).
-    if (sizeof(T) % 4 == 0) {
-        unsigned w[sizeof(T) / 4 + 1];
-        memcpy(w, &v, sizeof(T));
-        unsigned* q = reinterpret_cast<unsigned*>(p);
-#pragma unroll
-        for (int i = 0; i < (int)(sizeof(T) / 4); ++i) __stcg(q + i, w[i]);
-    } else if (sizeof(T) % 2 == 0) {
-        unsigned short w[sizeof(T) / 2 + 1];
-        memcpy(w, &v, sizeof(T));
-        unsigned short* q = reinterpret_cast<unsigned short*>(p);
-#pragma unroll
-        for (int i = 0; i < (int)(sizeof(T) / 2); ++i) __stcg(q + i, w[i]);
-    } else {
-        unsigned char w[sizeof(T)];
-        memcpy(w, &v, sizeof(T));
-        unsigned char* q = reinterpret_cast<unsigned char*>(p);
-#pragma unroll
-        for (int i = 0; i < (int)sizeof(T); ++i) __stcg(q + i, w[i]);
-    }
-}
 
 // The up-sweep of a thread's run, in place: afterwards a[i + s - 1] holds the tree over
 // [i, i + s) for every aligned block that is a left child (or the whole run: a[N - 1]).
@@ -276,73 +247,92 @@ template <class Acc> struct NodeSlots {
 // then depends only on nodes inside its own block of tiles, so no chain of waits runs across
 // many tiles. Lane 0 returns the tile's exclusive prefix (`has` false for tile 0) and I_t,
 // the prefix through tile t (the exclusive prefix of tile t + 1).
-// The node lane `lane` of the look-back warp waits for, if any: lane k < z takes low block k
-// (the 2^k tiles ending at tile t - 2^k), lane z + k high block k, largest first (it ends
-// where the k + 1 highest bits of t's high part end).
-__device__ __forceinline__ bool look_back_node(u64 t, int lane, u64& node) {
-    const int z = __ffsll((long long)(t + 1)) - 1;  // t has ones in bits 0 .. z - 1
-    const u64 high = t >> z << z;
-    if (lane < z) {
-        node = t - (1ull << lane);
-        return true;
-    }
-    if (lane < z + __popcll(high)) {
-        u64 rest = high;
-        for (int k = 0; k < lane - z; ++k) rest &= ~(1ull << (63 - __clzll(rest)));
-        node = (high & ~((1ull << (63 - __clzll(rest))) - 1)) - 1;
-        return true;
-    }
-    return false;
+// Tiles per chunk in the look-back (a power of two, at most 32 * 32).
+#ifndef CF_CHUNK
+#define CF_CHUNK 256
+#endif
+constexpr int CHUNK_LOG = ilog2(CF_CHUNK);
+
+// The Fenwick node that lane `lane` of the look-back warp waits for, if any: the lane-th
+// largest block of tile t's decomposition that has CF_CHUNK or more tiles (bits of t at or
+// above CHUNK_LOG, highest first). The block for bit b ends where t, cut below bit b, ends;
+// its node is published by the tile before that.
+__device__ __forceinline__ bool big_block(u64 t, int lane, u64& node) {
+    u64 rest = t >> CHUNK_LOG << CHUNK_LOG;
+    if (lane >= __popcll(rest)) return false;
+    for (int k = 0; k < lane; ++k) rest &= ~(1ull << (63 - __clzll(rest)));
+    node = (t & ~((1ull << (63 - __clzll(rest))) - 1)) - 1;
+    return true;
 }
 
-// The look-back of tile t (tree `tile`), run by all 32 lanes of one warp. The nodes of the
-// Fenwick tree over tiles: node_u is the tree over the 2^ctz(u+1) tiles ending at tile u.
-// The exclusive prefix of tile t is the left fold, largest first, of the nodes of the blocks
-// of t's binary decomposition (the node ending each block). Its last z = ctz(t + 1) blocks
-// are the left children that node_t is built from (the low blocks); the others are the high
-// blocks, shared with the decomposition of t + 1.
+// The look-back of tile t (tree `tile`), by all 32 lanes of one warp. `chunk` is shared
+// memory for CF_CHUNK accumulators and `big` for 32. `early`/`have`: a first look at this
+// lane's big node taken before the tile's loads completed.
 //
-// Each lane waits for its node (look_back_node), all at once, unless `have` says an early
-// look already found it (`early`). node_t is published as soon as the low nodes are in,
-// before the high ones: a node then depends only on nodes inside its own block of tiles, so
-// no chain of waits runs across many tiles. Lane 0 returns the tile's exclusive prefix
-// (`has` false for tile 0) and I_t, the prefix through tile t (tile t + 1's exclusive
-// prefix).
+// Returns in lane 0 the tile's exclusive prefix P_t (`has` false for tile 0) and I_t, the
+// prefix through tile t (P_{t+1}).
 template <class Op>
-__device__ __forceinline__ void look_back(const Op& op, const NodeSlots<typename Op::Acc>& nodes, u64 t,
+__device__ __forceinline__ void look_back(const Op& op, const NodeSlots<typename Op::Acc>& leaves,
+                                          const NodeSlots<typename Op::Acc>& nodes, u64 t,
                                           typename Op::Acc tile, bool have, typename Op::Acc early,
-                                          typename Op::Acc* stage, typename Op::Acc& prefix, bool& has,
-                                          typename Op::Acc& incl) {
+                                          typename Op::Acc* chunk, typename Op::Acc* big,
+                                          typename Op::Acc& prefix, bool& has, typename Op::Acc& incl) {
     typedef typename Op::Acc Acc;
     const int lane = threadIdx.x & 31;
-    const int z = __ffsll((long long)(t + 1)) - 1;
-    const int h = __popcll(t >> z << z);
-    if (z == 0 && lane == 0) nodes.publish(t, tile);  // a leaf: it waits for nothing
+    const u64 base = t >> CHUNK_LOG << CHUNK_LOG;  // the chunk's first tile
+    const int r = (int)(t - base);                  // t's place in its chunk
+    const int z = __ffsll((long long)(t + 1)) - 1;  // node_t covers 2^z tiles
+    const int nbig = __popcll(base);
+    if (lane == 0) leaves.publish(t, tile);  // first: later tiles of the chunk wait for it
+    // The chunk's earlier leaves, then this tile's, then the identity (padding, never used
+    // for a block inside [0, r]).
+    for (int i = lane; i < CF_CHUNK; i += 32) chunk[i] = i < r ? leaves.wait(base + i) : i == r ? tile : op.identity();
     u64 node_index;
-    if (look_back_node(t, lane, node_index)) {
-        stage[lane] = have ? early : nodes.wait(node_index);
-        if (lane < z) __syncwarp((1u << z) - 1);
-    }
-    Acc node = tile;
-    if (lane == 0 && z > 0) {
-        for (int k = 0; k < z; ++k) node = op.combine(stage[k], node);
-        nodes.publish(t, node);
-    }
+    if (big_block(t, lane, node_index)) big[lane] = have ? early : nodes.wait(node_index);
     __syncwarp();
-    if (lane == 0) {
-        // Largest first: the high blocks in order, then the low blocks from k = z - 1 down.
-        has = h + z > 0;
-        Acc p = h > 0 ? stage[z] : stage[z - 1 < 0 ? 0 : z - 1];
-        for (int k = 1; k < h; ++k) p = op.combine(p, stage[z + k]);
-        for (int k = h > 0 ? z - 1 : z - 2; k >= 0; --k) p = op.combine(p, stage[k]);
-        if (has) prefix = p;
-        Acc i = node;
-        if (h > 0) {
-            i = stage[z];
-            for (int k = 1; k < h; ++k) i = op.combine(i, stage[z + k]);
-            i = op.combine(i, node);
+    // Up-sweep in place: chunk[i + 2^k - 1] becomes the tree over [i, i + 2^k) for every
+    // aligned block that is a left child (and the whole chunk at CF_CHUNK - 1).
+#pragma unroll
+    for (int s = 1; s < CF_CHUNK; s <<= 1) {
+        for (int k = lane; k < CF_CHUNK / (2 * s); k += 32) {
+            const int i = (2 * k + 2) * s - 1;
+            chunk[i] = op.combine(chunk[i - s], chunk[i]);
         }
-        incl = i;
+        __syncwarp();
+    }
+    if (lane != 0) return;
+    // P_t: the big blocks largest first, then the blocks of r in the chunk, largest first.
+    has = t > 0;
+    bool h = false;
+    Acc p = tile;
+    for (int k = 0; k < nbig; ++k) extend(op, p, h, big[k]);
+    for (int b = CHUNK_LOG - 1, start = 0; b >= 0; --b)
+        if ((r >> b) & 1) {
+            extend(op, p, h, chunk[start + (1 << b) - 1]);
+            start += 1 << b;
+        }
+    if (has) prefix = p;
+    if (r + 1 < CF_CHUNK) {
+        // I_t = P_{t+1}: the same big blocks, then the blocks of r + 1.
+        h = false;
+        for (int k = 0; k < nbig; ++k) extend(op, p, h, big[k]);
+        for (int b = CHUNK_LOG - 1, start = 0; b >= 0; --b)
+            if (((r + 1) >> b) & 1) {
+                extend(op, p, h, chunk[start + (1 << b) - 1]);
+                start += 1 << b;
+            }
+        incl = p;
+    } else {
+        // t ends its chunk, so node_t covers 2^z >= CF_CHUNK tiles: the chunk's tree, then
+        // the big blocks for bits CHUNK_LOG .. z - 1 of t (the last ones), smallest first.
+        Acc node = chunk[CF_CHUNK - 1];
+        for (int m = 0; m < z - CHUNK_LOG; ++m) node = op.combine(big[nbig - 1 - m], node);
+        nodes.publish(t, node);
+        // I_t: the big blocks above bit z, then node_t.
+        h = false;
+        for (int k = 0; k < nbig - (z - CHUNK_LOG); ++k) extend(op, p, h, big[k]);
+        extend(op, p, h, node);
+        incl = p;
     }
 }
 
@@ -363,7 +353,8 @@ typedef cf_op_t::Out cf_out_t;
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode, unsigned epoch,
-        cf::u64 ticket_base, unsigned long long* ticket, unsigned long long* slots) {
+        cf::u64 ticket_base, unsigned long long* ticket, unsigned long long* leaf_slots,
+        unsigned long long* node_slots) {
     constexpr int J = CF_ITEMS;
     constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * J;
     typedef cf::BlockScan<CF_ALGO, CF_BLOCK, cf_op_t, cf_acc_t> block_scan_t;
@@ -371,7 +362,8 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode, 
     __shared__ cf_acc_t next[CF_BLOCK + 1];
     __shared__ cf_acc_t tile_prefix;
     __shared__ bool tile_has;
-    __shared__ cf_acc_t stage[32];
+    __shared__ cf_acc_t big[32];
+    __shared__ cf_acc_t chunk[CF_CHUNK];
     __shared__ cf::u64 tile_id;
 #if CF_STAGING
     constexpr int RV = cf::RunVectors<J, cf_in_t>::R > cf::RunVectors<J, cf_out_t>::R ? cf::RunVectors<J, cf_in_t>::R
@@ -400,12 +392,12 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode, 
 #else
     const bool staged = false;
 #endif
-    cf::NodeSlots<cf_acc_t> nodes{slots, epoch};
+    cf::NodeSlots<cf_acc_t> leaves{leaf_slots, epoch}, nodes{node_slots, epoch};
     cf_acc_t early;
     bool have = false;
     if (tiles > 1 && threadIdx.x < 32) {
         cf::u64 node;
-        if (cf::look_back_node(t, threadIdx.x, node)) have = nodes.try_get(node, early);
+        if (cf::big_block(t, threadIdx.x, node)) have = nodes.try_get(node, early);
     }
 #if CF_STAGING
     if (staged) cf::lift_staged<J>(op, pos, a, wstage);
@@ -424,7 +416,7 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode, 
         // Every BlockScan leaves the tile's tree in thread 0.
         cf_acc_t prefix, incl;
         bool h;
-        cf::look_back(op, nodes, t, cf::shfl_idx(tile_tree, 0), have, early, stage, prefix, h, incl);
+        cf::look_back(op, leaves, nodes, t, cf::shfl_idx(tile_tree, 0), have, early, chunk, big, prefix, h, incl);
         if (threadIdx.x == 0) {
             tile_prefix = prefix;
             tile_has = h;

@@ -121,8 +121,8 @@ impl GpuOptions {
         self.scan_bytes
     }
 
-    /// The block-level algorithm of the scan kernels (default
-    /// [`ScanAlgorithm::WarpShuffle`]). All compute the same bits.
+    /// The block-level algorithm of the scan kernels (default [`ScanAlgorithm::Blelloch`]).
+    /// All compute the same bits.
     ///
     /// ```
     /// use cufold::{GpuOptions, ScanAlgorithm};
@@ -161,7 +161,7 @@ impl GpuOptions {
     /// The scan algorithm these options ask for.
     ///
     /// ```
-    /// assert_eq!(cufold::GpuOptions::default().algorithm(), cufold::ScanAlgorithm::WarpShuffle);
+    /// assert_eq!(cufold::GpuOptions::default().algorithm(), cufold::ScanAlgorithm::Blelloch);
     /// ```
     pub fn algorithm(&self) -> ScanAlgorithm {
         self.scan_algorithm

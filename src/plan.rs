@@ -176,22 +176,22 @@ pub fn plan_reduce(n: u64, shape: &KernelShape, dev: &DeviceProps) -> Result<Pla
 ///
 /// ```
 /// use cufold::ScanAlgorithm;
-/// let opts = cufold::GpuOptions::default().scan_algorithm(ScanAlgorithm::Blelloch);
-/// assert_eq!(opts.algorithm(), ScanAlgorithm::Blelloch);
-/// assert_eq!(ScanAlgorithm::default(), ScanAlgorithm::WarpShuffle);
+/// let opts = cufold::GpuOptions::default().scan_algorithm(ScanAlgorithm::WarpShuffle);
+/// assert_eq!(opts.algorithm(), ScanAlgorithm::WarpShuffle);
+/// assert_eq!(ScanAlgorithm::default(), ScanAlgorithm::Blelloch);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ScanAlgorithm {
     /// Each warp scans its 32 values with register shuffles (a butterfly up, keeping each
     /// step's neighbouring block, then a fold of those, largest first), and one warp scans
     /// the warp totals the same way. Shared memory: two values per warp. Steps:
-    /// log2(32) + log2(n / 32) shuffle rounds; work O(n log n) combines. The default: the
-    /// fastest on an H100 (BENCHMARKS.md).
-    #[default]
+    /// log2(32) + log2(n / 32) shuffle rounds; work O(n log n) combines.
     WarpShuffle,
     /// Blelloch's work-efficient scan: an up-sweep building the tree over a shared array and
     /// a down-sweep handing each node its prefix. Work 2 (n - 1) combines, 2 log2(n) steps,
-    /// with the number of active threads halving, then doubling, from step to step.
+    /// with the number of active threads halving, then doubling, from step to step. The
+    /// default: the fastest on an H100 (BENCHMARKS.md), and the fewest registers.
+    #[default]
     Blelloch,
     /// Hillis and Steele's step-efficient schedule: at each of log2(n) doubling steps every
     /// thread exchanges its block's tree with thread `i ^ 2^d` through shared memory and
@@ -406,8 +406,8 @@ impl ScanShape {
         } else {
             0
         };
-        // Plus the look-back's stage of 32 accumulators, and the next-thread prefixes.
-        (storage + b + 34) * acc + staging + 64
+        // Plus the look-back's chunk of 256 and 32 big nodes, and the next-thread prefixes.
+        (storage + b + 2 + 32 + 256) * acc + staging + 64
     }
 }
 

@@ -287,10 +287,10 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             mode |= IN_PLACE;
         }
         let mut scratch = inner.scan_scratch.lock().unwrap();
-        let (epoch, base, ticket, slots) = if plan.tiles > 1 {
-            // Per tile, each 32-bit word of a node in a 64-bit word beside the epoch.
-            let words = std::mem::size_of::<O::Acc>().div_ceil(4);
-            let need = TICKET_BYTES + plan.tiles as usize * words * 8;
+        let (epoch, base, ticket, leaves, nodes) = if plan.tiles > 1 {
+            // Per tile, a leaf and a node, each 32-bit word in a 64-bit word beside the epoch.
+            let slots = plan.tiles as usize * std::mem::size_of::<O::Acc>().div_ceil(4) * 8;
+            let need = TICKET_BYTES + 2 * slots;
             if scratch.bytes < need {
                 let bytes = need.max(64 * 1024).next_power_of_two();
                 let mut buf = stream
@@ -310,9 +310,16 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             }
             next_epoch(stream, &mut scratch)?;
             let p = scratch.ptr;
-            (scratch.epoch, scratch.tickets, p, p + TICKET_BYTES as u64)
+            let leaves = p + TICKET_BYTES as u64;
+            (
+                scratch.epoch,
+                scratch.tickets,
+                p,
+                leaves,
+                leaves + slots as u64,
+            )
         } else {
-            (0, 0, 0, 0)
+            (0, 0, 0, 0, 0)
         };
         let cfg = LaunchConfig {
             grid_dim: (plan.tiles as u32, 1, 1),
@@ -329,15 +336,16 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             .arg(&epoch)
             .arg(&base)
             .arg(&ticket)
-            .arg(&slots);
+            .arg(&leaves)
+            .arg(&nodes);
         // SAFETY: the kernel's parameters are (const In*, Out*, u64, u64, unsigned, unsigned,
-        // u64, u64*, u64*), matching the values pushed. x and y hold n elements of In and Out
-        // (the same memory only for in-place scans, where In = Out and the kernel reads every
-        // element of a tile before writing it). With more than one tile, ticket and slots
-        // point into this handle's look-back memory: a ticket counter that has handed out
-        // `base` tickets, then a node of ceil(size_of::<Acc>() / 4) 64-bit words per tile;
-        // this launch's epoch differs from every epoch written there before, and the memory
-        // is used only on this stream, in order.
+        // u64, u64*, u64*, u64*), matching the values pushed. x and y hold n elements of In
+        // and Out (the same memory only for in-place scans, where In = Out and the kernel
+        // reads every element of a tile before writing it). With more than one tile, ticket,
+        // leaves and nodes point into this handle's look-back memory: a ticket counter that
+        // has handed out `base` tickets, then a leaf and a node of ceil(size_of::<Acc>() / 4)
+        // 64-bit words per tile; this launch's epoch differs from every epoch written there
+        // before, and the memory is used only on this stream, in order.
         unsafe { launch.launch(cfg) }.map_err(|e| Error::driver("launching the scan kernel", e))?;
         if plan.tiles > 1 {
             scratch.tickets += plan.tiles;
