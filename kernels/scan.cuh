@@ -247,7 +247,7 @@ template <class Acc> struct NodeSlots {
 // then depends only on nodes inside its own block of tiles, so no chain of waits runs across
 // many tiles. Lane 0 returns the tile's exclusive prefix (`has` false for tile 0) and I_t,
 // the prefix through tile t (the exclusive prefix of tile t + 1).
-// Tiles per chunk in the look-back (a power of two, at most 32 * 32).
+// Tiles per chunk in the look-back (a power of two, 32 to 1024; the planner's ScanShape::chunk).
 #ifndef CF_CHUNK
 #define CF_CHUNK 256
 #endif

@@ -278,6 +278,10 @@ pub struct ScanShape {
     /// stores are coalesced 16-byte accesses (when a run is a whole number of 16-byte
     /// vectors), rather than each thread reading its own run.
     pub staging: bool,
+    /// Tiles per look-back chunk (a power of two from 32 to 256): blocks of fewer tiles are
+    /// rebuilt from published tile trees by the tile that needs them, larger ones are
+    /// published once (kernels/scan.cuh). At most 8 KiB of accumulators.
+    pub chunk: u32,
 }
 
 /// The most static shared memory a kernel may declare.
@@ -319,11 +323,13 @@ impl ScanShape {
         let items = fit(bytes_per_thread, sizes.input)
             .min(fit(2 * bytes_per_thread, sizes.acc))
             .min(MAX_ITEMS);
+        let chunk = (8192 / sizes.acc.max(1)).clamp(32, 256);
         let shape = ScanShape {
             block,
             items: items as u32,
             algorithm,
             staging,
+            chunk: 1 << chunk.ilog2(),
         };
         let smem = shape.shared_bytes(sizes);
         if smem > MAX_SHARED {
@@ -382,7 +388,7 @@ impl ScanShape {
     /// ```
     /// use cufold::plan::{ScanShape, TypeSizes};
     /// let s = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 64, Default::default(), false).unwrap();
-    /// assert!(s.shared_bytes(TypeSizes::uniform(4)) < 2048);
+    /// assert!(s.shared_bytes(TypeSizes::uniform(4)) < 8192);
     /// ```
     pub fn shared_bytes(&self, sizes: TypeSizes) -> usize {
         let b = self.block as usize;
@@ -406,8 +412,8 @@ impl ScanShape {
         } else {
             0
         };
-        // Plus the look-back's chunk of 256 and 32 big nodes, and the next-thread prefixes.
-        (storage + b + 2 + 32 + 256) * acc + staging + 64
+        // Plus the look-back's chunk and 32 big nodes, and the next-thread prefixes.
+        (storage + b + 2 + 32 + self.chunk as usize) * acc + staging + 64
     }
 }
 

@@ -448,3 +448,97 @@ fn a_map_on_the_way_in_reduces_and_scans_with_the_cpus_bits() {
         );
     }
 }
+
+/// FoldShape with a 128-byte accumulator: the planner then takes look-back chunks of 64
+/// tiles (and smaller blocks), so the chunk logic runs at another size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+struct Wide {
+    f: Fold,
+    pad: [u64; 12],
+}
+// SAFETY: #[repr(C)] of a Fold and twelve u64, matching `struct Wide` below.
+unsafe impl cudarc::driver::DeviceRepr for Wide {}
+// SAFETY: all fields are integers.
+unsafe impl cudarc::driver::ValidAsZeroBits for Wide {}
+// SAFETY: same layout as the C++ struct `Wide` below.
+unsafe impl DeviceValue for Wide {
+    fn cuda_name() -> String {
+        "Wide".into()
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct WideShape;
+impl Operator<u32> for WideShape {
+    type Acc = Wide;
+    type Out = Fold;
+    const COMMUTATIVE: bool = false;
+    const EMPTY_IS_ERROR: bool = false;
+    const NAME: &'static str = "WideShape";
+    fn identity(&self) -> Wide {
+        Wide {
+            f: FoldShape.identity(),
+            pad: [0; 12],
+        }
+    }
+    fn lift(&self, x: u32, i: u64) -> Wide {
+        Wide {
+            f: FoldShape.lift(x, i),
+            pad: [0; 12],
+        }
+    }
+    fn combine(&self, a: Wide, b: Wide) -> Wide {
+        Wide {
+            f: FoldShape.combine(a.f, b.f),
+            pad: [0; 12],
+        }
+    }
+    fn finish(&self, a: Wide, n: u64) -> Fold {
+        FoldShape.finish(a.f, n)
+    }
+    fn cuda(&self) -> CudaOp {
+        CudaOp {
+            type_name: "WideShapeOp".into(),
+            source: format!(
+                "{FOLD_CUDA}
+struct Wide {{ Fold f; unsigned long long pad[12]; }};
+struct WideShapeOp {{
+    typedef unsigned In; typedef Wide Acc; typedef Fold Out;
+    FoldShapeOp o;
+    __device__ static Wide wrap(Fold f) {{ Wide w; w.f = f; for (int i = 0; i < 12; ++i) w.pad[i] = 0; return w; }}
+    __device__ Acc identity() const {{ return wrap(o.identity()); }}
+    __device__ Acc lift(In x, unsigned long long i) const {{ return wrap(o.lift(x, i)); }}
+    __device__ Acc combine(Acc a, Acc b) const {{ return wrap(o.combine(a.f, b.f)); }}
+    __device__ Out finish(Acc a, unsigned long long n) const {{ return o.finish(a.f, n); }}
+}};"
+            ),
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn smaller_look_back_chunks_follow_the_canonical_grouping() {
+    for algo in ALGORITHMS {
+        let g = with(
+            GpuOptions::default()
+                .scan_algorithm(algo)
+                .scan_block_size(64),
+        );
+        let s = g.scanner::<u32, _>(WideShape).unwrap();
+        assert!(s.shape().chunk < 256, "{:?}", s.shape());
+        for n in [1usize, 4097, 100_003, 1 << 20] {
+            let dev = upload(&g, &vec![0u32; n]);
+            for kind in KINDS {
+                let mut out = upload(&g, &vec![poison::<Fold>(); n]);
+                s.scan(&dev, &mut out, kind).unwrap();
+                let got = g.stream().clone_dtoh(&out).unwrap();
+                for (i, f) in got.iter().enumerate() {
+                    let want = canonical_prefix(i as u64, kind == ScanKind::Inclusive);
+                    assert_eq!(*f, want, "{algo:?} {:?} n = {n} {kind:?} at {i}", s.shape());
+                }
+            }
+        }
+    }
+}

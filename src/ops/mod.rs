@@ -108,7 +108,8 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     const SCANNABLE: bool = true;
     /// The identity element of `combine`.
     fn identity(&self) -> Self::Acc;
-    /// The accumulator of one input element at position `index`.
+    /// The accumulator of one input element at position `index` (counted from the start of
+    /// the slice or view being reduced or scanned).
     fn lift(&self, x: In, index: u64) -> Self::Acc;
     /// Combines two adjacent accumulators, `a` covering lower indices than `b`.
     fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
