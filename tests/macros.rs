@@ -200,7 +200,7 @@ fn golden_cuda_of_shadowing_keywords_and_nested_structs() {
         r#"    __device__ Acc combine(Acc x, Acc y) const {
         auto new_cf = cfm::add(x.inner.new_cf, y.inner.new_cf);
         auto new_cf_2 = cfm::mul(new_cf, cfm::flit(0.5f, 0.5));
-        double scale = [&]() -> double { if (cfm::gt(new_cf_2, cfm::flit(1.0f, 1.0))) { auto t = cfm::mul(0xccccccccccccdp-55, cfm::flit(2.0f, 2.0)); return t; } else { return cfm::flit(-1.0f, -1.0); } }();
+        double scale = [&]() -> double { if (cfm::gt(new_cf_2, cfm::flit(1.0f, 1.0))) { auto t = cfm::mul(0xccccccccccccdp-55, cfm::flit(2.0f, 2.0)); return t; } else { return cfm::neg(cfm::flit(-1.0f, -1.0)); } }();
         Nested_H cfm_s;
         cfm_s.map = [&]() { cf::Affine<double> cfm_s; cfm_s.a = cfm::mul(cfm::mul(x.map.a, y.map.a), scale); cfm_s.b = cfm::add(x.map.b, cfm::cast<double>(cfm::cast<float>(y.map.b))); return cfm_s; }();
         cfm_s.inner = [&]() { Keywords_H cfm_s; cfm_s.class_cf = cfm::bit_xor(x.inner.class_cf, cfm::shr(cfm::wrapping_mul(y.inner.class_cf, cfm::ilit(3)), ((unsigned char)1))); cfm_s.new_cf = new_cf_2; return cfm_s; }();

@@ -362,6 +362,10 @@ pub struct Nested {
 pub const SCALE: f64 = 0.1;
 
 /// Shadowing, keywords, nested literals, a typed `if` lambda, constants and literals.
+///
+/// `combine(identity, identity)` must be the identity (the operator contract): a partial last
+/// tile on the GPU combines padding with padding where the CPU skips the empty subtree, so
+/// the `else` branch keeps the identity's `a = 1`.
 #[cufold::op(identity = Nested {
     inner: Keywords { new: 0.0, class: 0 },
     map: cufold::ops::Affine::<f64> { a: 1.0, b: 0.0 },
@@ -375,7 +379,7 @@ pub fn syntax(x: Nested, y: Nested) -> Nested {
         let t = SCALE * 2.0;
         t
     } else {
-        -1.0
+        -(-1.0)
     };
     Nested {
         map: cufold::ops::Affine::<f64> {
