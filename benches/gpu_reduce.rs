@@ -13,8 +13,12 @@
 use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
 use cudarc::driver::CudaSlice;
 use cufold::ops::{ArgMax, Div2Mean, Max, Mean, Operator, Sum};
-use cufold::{f16, Cpu, DeviceValue, Gpu, GpuOptions};
+use cufold::{f16, Cpu, Gpu, GpuOptions};
 use std::fmt::Write as _;
+
+#[path = "common/mod.rs"]
+mod common;
+use common::{generate, Data};
 
 struct Args {
     ops: Vec<String>,
@@ -61,63 +65,24 @@ fn parse() -> Args {
 
 type Timing = Result<(f64, bool), Box<dyn std::error::Error>>;
 
-/// Test data like peers.py's: uniform [0, 1) floats, integers in 0..1000.
-trait Data: DeviceValue {
-    fn from_bits(z: u64) -> Self;
-    /// Times Div2Mean, which exists for f32 and f64 only.
+/// Times Div2Mean, which exists for f32 and f64 only.
+trait Div2: Data {
     fn div2(_: &Gpu, _: &CudaSlice<Self>, _: &[Self], _: usize) -> Option<Timing> {
         None
     }
 }
-impl Data for f32 {
-    fn from_bits(z: u64) -> Self {
-        (z >> 40) as f32 / (1u64 << 24) as f32
-    }
+impl Div2 for f32 {
     fn div2(g: &Gpu, x: &CudaSlice<Self>, h: &[Self], reps: usize) -> Option<Timing> {
         Some(time(g, x, h, Div2Mean, reps))
     }
 }
-impl Data for f64 {
-    fn from_bits(z: u64) -> Self {
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
+impl Div2 for f64 {
     fn div2(g: &Gpu, x: &CudaSlice<Self>, h: &[Self], reps: usize) -> Option<Timing> {
         Some(time(g, x, h, Div2Mean, reps))
     }
 }
-impl Data for f16 {
-    fn from_bits(z: u64) -> Self {
-        f16::from_f32(<f32 as Data>::from_bits(z))
-    }
-}
-impl Data for i32 {
-    fn from_bits(z: u64) -> Self {
-        (z % 1000) as i32
-    }
-}
-
-fn generate<T: Data>(n: usize, seed: u64) -> Vec<T> {
-    let mut v: Vec<T> = Vec::with_capacity(n);
-    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-    let chunk = n.div_ceil(threads).max(1);
-    // SAFETY: every element is written below before the vector is read.
-    unsafe { v.set_len(n) };
-    std::thread::scope(|s| {
-        for (c, part) in v.chunks_mut(chunk).enumerate() {
-            s.spawn(move || {
-                let mut state = seed ^ (c as u64).wrapping_mul(0x9e3779b97f4a7c15);
-                for x in part {
-                    state = state.wrapping_add(0x9e3779b97f4a7c15);
-                    let mut z = state;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-                    *x = T::from_bits(z ^ (z >> 31));
-                }
-            });
-        }
-    });
-    v
-}
+impl Div2 for f16 {}
+impl Div2 for i32 {}
 
 struct Row {
     op: String,
@@ -167,7 +132,7 @@ fn time<T: Data, O: Operator<T>>(
     Ok((ms[ms.len() / 2], ok))
 }
 
-fn run_dtype<T: Data>(
+fn run_dtype<T: Div2>(
     gpu: &Gpu,
     a: &Args,
     dtype: &str,

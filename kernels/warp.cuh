@@ -9,37 +9,28 @@
 
 namespace cf {
 
-template <class T> __device__ __forceinline__ T shfl_down(const T& v, int offset) {
+// Moves `v` four bytes at a time with `shfl(word)`, a warp shuffle of one 32-bit word.
+template <class T, class Shfl> __device__ __forceinline__ T shfl_words(const T& v, Shfl shfl) {
     constexpr int WORDS = (sizeof(T) + 3) / 4;
     int w[WORDS];
     memcpy(w, &v, sizeof(T));
 #pragma unroll
-    for (int i = 0; i < WORDS; ++i) w[i] = __shfl_down_sync(0xffffffffu, w[i], offset);
+    for (int i = 0; i < WORDS; ++i) w[i] = shfl(w[i]);
     T r;
     memcpy(&r, w, sizeof(T));
     return r;
+}
+
+template <class T> __device__ __forceinline__ T shfl_down(const T& v, int offset) {
+    return shfl_words(v, [offset](int w) { return __shfl_down_sync(0xffffffffu, w, offset); });
 }
 
 template <class T> __device__ __forceinline__ T shfl_xor(const T& v, int mask) {
-    constexpr int WORDS = (sizeof(T) + 3) / 4;
-    int w[WORDS];
-    memcpy(w, &v, sizeof(T));
-#pragma unroll
-    for (int i = 0; i < WORDS; ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], mask);
-    T r;
-    memcpy(&r, w, sizeof(T));
-    return r;
+    return shfl_words(v, [mask](int w) { return __shfl_xor_sync(0xffffffffu, w, mask); });
 }
 
 template <class T> __device__ __forceinline__ T shfl_idx(const T& v, int src) {
-    constexpr int WORDS = (sizeof(T) + 3) / 4;
-    int w[WORDS];
-    memcpy(w, &v, sizeof(T));
-#pragma unroll
-    for (int i = 0; i < WORDS; ++i) w[i] = __shfl_sync(0xffffffffu, w[i], src);
-    T r;
-    memcpy(&r, w, sizeof(T));
-    return r;
+    return shfl_words(v, [src](int w) { return __shfl_sync(0xffffffffu, w, src); });
 }
 
 // Lane 0 receives the tree over the first `lanes` lanes (a power of two, at most 32).

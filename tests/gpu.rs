@@ -7,7 +7,6 @@ use common::*;
 use cudarc::driver::{CudaSlice, DevicePtr};
 use cufold::ops::*;
 use cufold::{bf16, f16, Cpu, DeviceValue, ErrorKind, Gpu, GpuOptions};
-use std::sync::OnceLock;
 
 const SIZES: &[usize] = &[
     0,
@@ -28,21 +27,6 @@ const SIZES: &[usize] = &[
     10_000_019,
     1 << 28,
 ];
-
-fn gpu() -> &'static Gpu {
-    static GPU: OnceLock<Gpu> = OnceLock::new();
-    GPU.get_or_init(|| Gpu::open(0).expect("a CUDA device"))
-}
-
-/// All bytes 0xA5: a valid value of every output type here, and unlike any real result.
-fn poison<T: DeviceValue>() -> T {
-    let mut v = std::mem::MaybeUninit::<T>::uninit();
-    // SAFETY: the outputs tested are plain numbers, for which every bit pattern is valid.
-    unsafe {
-        std::ptr::write_bytes(v.as_mut_ptr() as *mut u8, 0xA5, std::mem::size_of::<T>());
-        v.assume_init()
-    }
-}
 
 /// Reduces on the GPU (into a poisoned output, twice) and on the CPU; the bits must agree.
 fn check<T: DeviceValue, O: Operator<T>>(
@@ -79,14 +63,6 @@ fn check<T: DeviceValue, O: Operator<T>>(
                 "{what} n={n}: run to run {again:?} != {first:?}"
             );
         }
-    }
-}
-
-fn upload<T: DeviceValue>(g: &Gpu, host: &[T]) -> CudaSlice<T> {
-    if host.is_empty() {
-        g.stream().alloc_zeros::<T>(0).unwrap()
-    } else {
-        g.stream().clone_htod(host).unwrap()
     }
 }
 

@@ -19,40 +19,14 @@ mod common;
 mod macro_ops;
 
 use common::*;
-use cudarc::driver::{CudaSlice, DevicePtr};
+use cudarc::driver::DevicePtr;
 use cufold::laws::{Approx, Tolerance};
 use cufold::ops::{self, Operator};
-use cufold::{bf16, f16, Cpu, DeviceValue, Gpu};
+use cufold::{bf16, f16, Cpu, DeviceValue};
 use macro_ops::probes::*;
 use macro_ops::*;
-use std::sync::OnceLock;
 
 const SIZES: &[usize] = &[0, 1, 2, 3, 31, 32, 33, 255, 4097, 65_537, 1_000_003];
-
-fn gpu() -> &'static Gpu {
-    static GPU: OnceLock<Gpu> = OnceLock::new();
-    GPU.get_or_init(|| Gpu::open(0).expect("a CUDA device"))
-}
-
-/// All bytes 0xA5: a valid value of every output type here, and unlike any real result.
-fn poison<T: DeviceValue>() -> T {
-    let mut v = std::mem::MaybeUninit::<T>::uninit();
-    // SAFETY: the outputs here are numbers and structs of numbers, valid for every bit
-    // pattern.
-    unsafe {
-        std::ptr::write_bytes(v.as_mut_ptr() as *mut u8, 0xA5, std::mem::size_of::<T>());
-        v.assume_init()
-    }
-}
-
-fn upload<T: DeviceValue>(host: &[T]) -> CudaSlice<T> {
-    let g = gpu();
-    if host.is_empty() {
-        g.stream().alloc_zeros::<T>(0).unwrap()
-    } else {
-        g.stream().clone_htod(host).unwrap()
-    }
-}
 
 /// How the GPU's output must relate to the CPU's.
 #[derive(Clone, Copy)]
@@ -115,7 +89,7 @@ fn every_size<T: DeviceValue, O: Operator<T>>(
     let s = seed(name);
     for &n in SIZES {
         let host = gen(n, s ^ n as u64);
-        let dev = upload(&host);
+        let dev = upload(gpu(), &host);
         check(&dev, &host, op, agree, name);
         if n > 1 {
             check(
@@ -229,11 +203,11 @@ fn log_sum_exp_is_the_cpu_within_ulps() {
             .iter()
             .map(|v| v * 20.0)
             .collect();
-        let dev = upload(&x);
+        let dev = upload(gpu(), &x);
         let want = Cpu::new().reduce_acc(&x, LogSumExp);
         // The accumulator: reduce the lifted values with the function-form `lse`.
         let lifted: Vec<Lse> = x.iter().map(|&v| Lse { max: v, sum: 1.0 }).collect();
-        let got = g.reduce(&upload(&lifted), lse).unwrap();
+        let got = g.reduce(&upload(gpu(), &lifted), lse).unwrap();
         assert!(
             lse_close(&got, &want, n),
             "lse n={n}: GPU {got:?} vs CPU {want:?}"
@@ -253,7 +227,7 @@ fn log_sum_exp_is_the_cpu_within_ulps() {
     }
     // All -inf: the identity's max, and an empty sum.
     let r = g
-        .reduce(&upload(&[f32::NEG_INFINITY; 5]), LogSumExp)
+        .reduce(&upload(gpu(), &[f32::NEG_INFINITY; 5]), LogSumExp)
         .unwrap();
     assert_eq!(r, f32::NEG_INFINITY);
 }
@@ -263,7 +237,7 @@ fn probe<O: Operator<T>, T: DeviceValue>(op: O, samples: &[T], agree: Agree, nam
 where
     O::Out: Approx,
 {
-    let dev = upload(samples);
+    let dev = upload(gpu(), samples);
     let r = gpu().reducer::<T, O>(op).unwrap();
     let mut bad = Vec::new();
     for (i, sample) in samples.iter().enumerate() {

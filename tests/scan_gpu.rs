@@ -9,7 +9,6 @@ use common::*;
 use cudarc::driver::{CudaSlice, DevicePtr};
 use cufold::ops::*;
 use cufold::{bf16, f16, Cpu, DeviceValue, ErrorKind, Gpu, GpuOptions, ScanAlgorithm, ScanKind};
-use std::sync::OnceLock;
 
 const SIZES: &[usize] = &[
     0,
@@ -36,31 +35,8 @@ const ALGORITHMS: [ScanAlgorithm; 3] = [
     ScanAlgorithm::HillisSteele,
 ];
 
-fn gpu() -> &'static Gpu {
-    static GPU: OnceLock<Gpu> = OnceLock::new();
-    GPU.get_or_init(|| Gpu::open(0).expect("a CUDA device"))
-}
-
 fn with(opts: GpuOptions) -> Gpu {
     Gpu::with_options(gpu().stream(), opts).unwrap()
-}
-
-/// All bytes 0xA5: a valid value of every output type here, and unlike any real result.
-fn poison<T: DeviceValue>() -> T {
-    let mut v = std::mem::MaybeUninit::<T>::uninit();
-    // SAFETY: the outputs tested are plain numbers, for which every bit pattern is valid.
-    unsafe {
-        std::ptr::write_bytes(v.as_mut_ptr() as *mut u8, 0xA5, std::mem::size_of::<T>());
-        v.assume_init()
-    }
-}
-
-fn upload<T: DeviceValue>(g: &Gpu, host: &[T]) -> CudaSlice<T> {
-    if host.is_empty() {
-        g.stream().alloc_zeros::<T>(0).unwrap()
-    } else {
-        g.stream().clone_htod(host).unwrap()
-    }
 }
 
 /// The first position whose bits differ, for a readable failure (compared on all cores:

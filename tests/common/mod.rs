@@ -1,8 +1,37 @@
 //! Shared test helpers: seeded random data for every element type, a tree-shape operator.
 #![allow(dead_code, unreachable_pub)]
 
+use cudarc::driver::CudaSlice;
 use cufold::ops::{Affine, CudaOp, Mat2, Operator};
-use cufold::{bf16, f16, DeviceValue};
+use cufold::{bf16, f16, DeviceValue, Gpu};
+use std::sync::OnceLock;
+
+/// Device 0, opened once per test binary (GPU tests only).
+pub fn gpu() -> &'static Gpu {
+    static GPU: OnceLock<Gpu> = OnceLock::new();
+    GPU.get_or_init(|| Gpu::open(0).expect("a CUDA device"))
+}
+
+/// All bytes 0xA5: a valid value of every output type tested (numbers and structs of
+/// numbers), and unlike any real result. Outputs are filled with it before a kernel runs.
+pub fn poison<T: DeviceValue>() -> T {
+    let mut v = std::mem::MaybeUninit::<T>::uninit();
+    // SAFETY: the outputs tested are numbers and structs of numbers, for which every bit
+    // pattern is valid.
+    unsafe {
+        std::ptr::write_bytes(v.as_mut_ptr() as *mut u8, 0xA5, std::mem::size_of::<T>());
+        v.assume_init()
+    }
+}
+
+/// A device copy of `host` on `g`'s stream (an empty buffer for an empty slice).
+pub fn upload<T: DeviceValue>(g: &Gpu, host: &[T]) -> CudaSlice<T> {
+    if host.is_empty() {
+        g.stream().alloc_zeros::<T>(0).unwrap()
+    } else {
+        g.stream().clone_htod(host).unwrap()
+    }
+}
 
 /// The seed for this run: `CUFOLD_SEED` if set, else the clock. Printed, so a failure can
 /// be replayed.
