@@ -213,24 +213,9 @@ template <class Acc> struct NodeSlots {
     }
 
     __device__ __forceinline__ Acc wait(u64 tile) const {
-        const unsigned long long* p = slots + tile * WORDS;
-        unsigned w[WORDS];
-        unsigned ns = 0;
-        for (;;) {
-            bool ready = true;
-#pragma unroll
-            for (int i = 0; i < WORDS; ++i) {
-                unsigned long long word;
-                asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(word) : "l"(p + i) : "memory");
-                ready &= (unsigned)word == epoch;
-                w[i] = (unsigned)(word >> 32);
-            }
-            if (ready) break;
-            if (ns) __nanosleep(ns);
-            ns = ns ? (ns < 128 ? 2 * ns : ns) : 16;
-        }
         Acc v;
-        memcpy(&v, w, sizeof(Acc));
+        for (unsigned ns = 0; !try_get(tile, v); ns = ns ? (ns < 128 ? 2 * ns : ns) : 16)
+            if (ns) __nanosleep(ns);
         return v;
     }
 };

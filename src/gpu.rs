@@ -444,6 +444,31 @@ impl Gpu {
         reducer.reduce(&dev)
     }
 
+    /// The kernel `name` of `op` compiled with `shape` (a cache key), from the memory cache,
+    /// the disk cache or NVRTC (`src` builds its source only when needed).
+    pub(crate) fn kernel(
+        &self,
+        name: &str,
+        op: &crate::ops::CudaOp,
+        shape: &impl std::fmt::Debug,
+        src: impl FnOnce() -> String,
+    ) -> Result<CudaFunction> {
+        let key = format!(
+            "{name}|{}|{:016x}|{shape:?}",
+            op.type_name,
+            jit::fnv64(op.source.as_bytes(), 0),
+        );
+        let inner = &self.inner;
+        jit::load_function(
+            inner.stream.context(),
+            &inner.arch,
+            &inner.opts.disk_cache,
+            &key,
+            name,
+            src,
+        )
+    }
+
     pub(crate) fn alloc<T: DeviceValue>(&self, len: usize) -> Result<CudaSlice<T>> {
         self.stream()
             .alloc_zeros::<T>(len)
@@ -516,21 +541,10 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
 
     fn function(&self, vector: bool) -> Result<CudaFunction> {
         let cuda = self.op.cuda();
-        let key = format!(
-            "reduce|{}|{:016x}|{:?}|{vector}",
-            cuda.type_name,
-            jit::fnv64(cuda.source.as_bytes(), 0),
-            self.shape
-        );
-        let inner = &self.gpu.inner;
-        jit::load_function(
-            inner.stream.context(),
-            &inner.arch,
-            &inner.opts.disk_cache,
-            &key,
-            "cf_reduce",
-            || jit::reduce_kernel_source(&cuda, &self.shape, vector),
-        )
+        self.gpu
+            .kernel("cf_reduce", &cuda, &(self.shape, vector), || {
+                jit::reduce_kernel_source(&cuda, &self.shape, vector)
+            })
     }
 
     /// The plan a reduction of `n` elements would launch.

@@ -96,6 +96,14 @@ pub fn reduce_kernel_source(op: &CudaOp, shape: &KernelShape, vector_loads: bool
         vector_loads as u32,
         shape.final_loads
     ));
+    push_header_and_op(&mut s, op);
+    s.push_str(embedded::REDUCE_CUH);
+    s
+}
+
+/// The building blocks, then the operator's own definitions (before the kernel that
+/// instantiates it).
+fn push_header_and_op(s: &mut String, op: &CudaOp) {
     s.push_str(&cuda_header());
     s.push('\n');
     if !op.source.is_empty() {
@@ -103,8 +111,6 @@ pub fn reduce_kernel_source(op: &CudaOp, shape: &KernelShape, vector_loads: bool
         s.push_str(&op.source);
         s.push('\n');
     }
-    s.push_str(embedded::REDUCE_CUH);
-    s
 }
 
 /// The full CUDA source of the scan kernel for `op` with compile-time `shape`.
@@ -131,13 +137,7 @@ pub fn scan_kernel_source(op: &CudaOp, shape: &ScanShape) -> String {
         shape.staging as u32,
         shape.chunk,
     ));
-    s.push_str(&cuda_header());
-    s.push('\n');
-    if !op.source.is_empty() {
-        s.push_str("// ---- operator definitions ----\n");
-        s.push_str(&op.source);
-        s.push('\n');
-    }
+    push_header_and_op(&mut s, op);
     s.push_str(embedded::REDUCE_CUH);
     s.push('\n');
     s.push_str(embedded::SCAN_CUH);

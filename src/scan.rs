@@ -117,21 +117,9 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             opts.scan_staging(),
         )?;
         let cuda = op.cuda();
-        let key = format!(
-            "scan|{}|{:016x}|{:?}",
-            cuda.type_name,
-            jit::fnv64(cuda.source.as_bytes(), 0),
-            shape
-        );
-        let inner = &gpu.inner;
-        let function = jit::load_function(
-            inner.stream.context(),
-            &inner.arch,
-            &inner.opts.disk_cache,
-            &key,
-            "cf_scan",
-            || jit::scan_kernel_source(&cuda, &shape),
-        )?;
+        let function = gpu.kernel("cf_scan", &cuda, &shape, || {
+            jit::scan_kernel_source(&cuda, &shape)
+        })?;
         Ok(Scanner {
             gpu,
             op,
