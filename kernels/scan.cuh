@@ -94,19 +94,17 @@ __device__ __forceinline__ void store_run(Out* y, u64 n, u64 pos, bool aligned, 
         if (pos + j < n) y[pos + j] = o[j];
 }
 
-// The tiles' Fenwick nodes in global memory. Each 32-bit word of a node travels in a 64-bit
-// word beside the launch's epoch, so a reader that sees the epoch in every word has the whole
-// value, with no fence and no separate flag (64-bit accesses are single-copy atomic).
 // Vectors of a run of J values of type T: J * sizeof(T) / 16 when that is whole (else 0).
 template <int J, class T> struct RunVectors {
     static constexpr int R = (J * (int)sizeof(T)) % 16 == 0 ? J * (int)sizeof(T) / 16 : 0;
 };
 
-// Warp-transposed loads and stores: the warp's 32 runs (32 J contiguous positions) move
-// between global memory and a per-warp staging buffer with coalesced 16-byte accesses (lane l
-// takes vectors l, l + 32, ...), and between the buffer and the lanes' registers run by run.
-// Each run is padded by one vector in the buffer, so that lanes reading their runs hit
-// different banks. `stage` holds 32 * (R + 1) vectors.
+// Staging (ScanShape::staging): the warp's 32 runs (32 J contiguous positions) move between
+// global memory and a per-warp buffer with coalesced 16-byte accesses (lane l takes vectors
+// l, l + 32, ...; loads by cp.async, so they travel while the look-back starts), and between
+// the buffer and the lanes' registers run by run. Each run is padded by one vector in the
+// buffer, so that lanes reading their runs hit different banks. `stage` holds 32 * (R + 1)
+// vectors.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
@@ -153,6 +151,8 @@ __device__ __forceinline__ void lift_staged(const Op& op, u64 pos, typename Op::
     }
 }
 
+// Stores this lane's run through the buffer when the warp's span is whole and aligned;
+// returns whether it did (the same answer in every lane of the warp).
 template <int J, class Out>
 __device__ __forceinline__ bool store_run_warp(Out* y, u64 n, u64 pos, bool aligned, const Out (&o)[J],
                                                uint4* stage) {
@@ -160,7 +160,6 @@ __device__ __forceinline__ bool store_run_warp(Out* y, u64 n, u64 pos, bool alig
     if constexpr (R > 0) {
         const int lane = threadIdx.x & 31;
         const u64 wpos = pos - (u64)lane * J;
-        // Every lane of the warp takes the same branch: the test is the warp's.
         if (!aligned || wpos + 32 * J > n) return false;
         uint4 raw[R];
         memcpy(raw, o, sizeof(raw));
@@ -179,6 +178,11 @@ __device__ __forceinline__ bool store_run_warp(Out* y, u64 n, u64 pos, bool alig
     return false;
 }
 
+// Values published in global memory for other tiles (tile trees, Fenwick nodes), one slot of
+// WORDS 64-bit words per tile. Each 32-bit word of a value travels beside the launch's epoch,
+// so a reader that sees the epoch in every word has the whole value, with no fence and no
+// separate flag (aligned 64-bit accesses are single-copy atomic), and slots need no clearing
+// between launches.
 template <class Acc> struct NodeSlots {
     static constexpr int WORDS = (sizeof(Acc) + 3) / 4;
     unsigned long long* slots;  // WORDS per tile
