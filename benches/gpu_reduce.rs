@@ -10,7 +10,6 @@
 //! Each result is checked once against the CPU backend (the bits must agree) before timing.
 //! Inputs of 2^20 elements fit in the 50 MB L2 of an H100, as they do for the peers.
 
-use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
 use cudarc::driver::CudaSlice;
 use cufold::ops::{ArgMax, Div2Mean, Max, Mean, Operator, Sum};
 use cufold::{f16, Cpu, Gpu, GpuOptions};
@@ -18,7 +17,7 @@ use std::fmt::Write as _;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{generate, Data};
+use common::{generate, median_ms, Data};
 
 struct Args {
     ops: Vec<String>,
@@ -111,25 +110,9 @@ fn time<T: Data, O: Operator<T>>(
         );
     }
     let stream = gpu.stream();
-    let ctx = stream.context();
     let mut out = stream.alloc_zeros::<O::Out>(1)?;
-    for _ in 0..5 {
-        r.reduce_into(x, &mut out)?;
-    }
-    stream.synchronize()?;
-    let mut ms = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        // cudarc's default (None) makes events without timing.
-        let a = ctx.new_event(Some(CU_EVENT_DEFAULT))?;
-        let b = ctx.new_event(Some(CU_EVENT_DEFAULT))?;
-        a.record(stream)?;
-        r.reduce_into(x, &mut out)?;
-        b.record(stream)?;
-        b.synchronize()?;
-        ms.push(a.elapsed_ms(&b)? as f64);
-    }
-    ms.sort_by(f64::total_cmp);
-    Ok((ms[ms.len() / 2], ok))
+    let ms = median_ms(stream, reps, || r.reduce_into(x, &mut out))?;
+    Ok((ms, ok))
 }
 
 fn run_dtype<T: Div2>(

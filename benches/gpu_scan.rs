@@ -12,7 +12,6 @@
 //! Several algorithms, block sizes or bytes per thread make a sweep: every combination is
 //! timed. Every result is checked bit for bit against the CPU backend before timing.
 
-use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
 use cudarc::driver::CudaSlice;
 use cufold::ops::{Affine, Compose, Operator, Sum};
 use cufold::{Cpu, DeviceValue, Gpu, GpuOptions, ScanAlgorithm, ScanKind};
@@ -20,7 +19,7 @@ use std::fmt::Write as _;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{generate, Data};
+use common::{generate, median_ms, Data};
 
 struct Args {
     ops: Vec<String>,
@@ -134,24 +133,8 @@ fn time<T: Data, O: Operator<T>>(
             want[i]
         );
     }
-    let ctx = stream.context();
-    for _ in 0..5 {
-        s.inclusive(x, &mut out)?;
-    }
-    stream.synchronize()?;
-    let mut ms = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        // cudarc's default (None) makes events without timing.
-        let a = ctx.new_event(Some(CU_EVENT_DEFAULT))?;
-        let b = ctx.new_event(Some(CU_EVENT_DEFAULT))?;
-        a.record(stream)?;
-        s.inclusive(x, &mut out)?;
-        b.record(stream)?;
-        b.synchronize()?;
-        ms.push(a.elapsed_ms(&b)? as f64);
-    }
-    ms.sort_by(f64::total_cmp);
-    Ok((ms[ms.len() / 2], bad.is_none()))
+    let ms = median_ms(stream, reps, || s.inclusive(x, &mut out))?;
+    Ok((ms, bad.is_none()))
 }
 
 fn run<T: Data, O: Operator<T>>(

@@ -60,3 +60,32 @@ pub fn generate<T: Data>(n: usize, seed: u64) -> Vec<T> {
     });
     v
 }
+
+/// The median of `reps` event-timed runs of `launch` on `stream`, in milliseconds, after 5
+/// warm-up runs: each run bracketed by its own CUDA events, as `.gpu/peers.py` times the
+/// peers.
+pub fn median_ms(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    reps: usize,
+    mut launch: impl FnMut() -> Result<(), cufold::Error>,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+    for _ in 0..5 {
+        launch()?;
+    }
+    stream.synchronize()?;
+    let ctx = stream.context();
+    let mut ms = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        // cudarc's default (None) makes events without timing.
+        let a = ctx.new_event(Some(CU_EVENT_DEFAULT))?;
+        let b = ctx.new_event(Some(CU_EVENT_DEFAULT))?;
+        a.record(stream)?;
+        launch()?;
+        b.record(stream)?;
+        b.synchronize()?;
+        ms.push(a.elapsed_ms(&b)? as f64);
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok(ms[ms.len() / 2])
+}
