@@ -189,6 +189,23 @@ struct Scratch {
     bytes: usize,
 }
 
+/// A zeroed device buffer of `bytes` bytes for a handle's temporary memory, and its address
+/// (the buffer owns the memory; work on `stream` only ever uses it in stream order).
+pub(crate) fn alloc_scratch(
+    stream: &Arc<CudaStream>,
+    bytes: usize,
+    what: &str,
+) -> Result<(CudaSlice<u8>, u64)> {
+    let mut buf = stream
+        .alloc_zeros::<u8>(bytes)
+        .map_err(|e| Error::driver(what, e))?;
+    let ptr = {
+        let (ptr, _record) = buf.device_ptr_mut(stream);
+        ptr
+    };
+    Ok((buf, ptr))
+}
+
 /// Bytes before the partials: the ticket counter of the last-block-done protocol.
 const TICKET_BYTES: usize = 256;
 
@@ -629,13 +646,7 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
             let need = TICKET_BYTES + plan.grid as usize * std::mem::size_of::<O::Acc>();
             if scratch.bytes < need {
                 let bytes = need.max(64 * 1024);
-                let mut buf = stream
-                    .alloc_zeros::<u8>(bytes)
-                    .map_err(|e| Error::driver("allocating scratch memory", e))?;
-                let ptr = {
-                    let (ptr, _record) = buf.device_ptr_mut(stream);
-                    ptr
-                };
+                let (buf, ptr) = alloc_scratch(stream, bytes, "allocating scratch memory")?;
                 *scratch = Scratch {
                     _buf: Some(buf),
                     ptr,

@@ -3,7 +3,7 @@
 
 use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
-use crate::gpu::{Gpu, ScanScratch};
+use crate::gpu::{alloc_scratch, Gpu, ScanScratch};
 use crate::jit;
 use crate::ops::Operator;
 use crate::plan::{plan_scan, ScanPlan, ScanShape, TypeSizes};
@@ -281,13 +281,8 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             let need = TICKET_BYTES + 2 * slots;
             if scratch.bytes < need {
                 let bytes = need.max(64 * 1024).next_power_of_two();
-                let mut buf = stream
-                    .alloc_zeros::<u8>(bytes)
-                    .map_err(|e| Error::driver("allocating the scan's look-back memory", e))?;
-                let ptr = {
-                    let (ptr, _record) = buf.device_ptr_mut(stream);
-                    ptr
-                };
+                let (buf, ptr) =
+                    alloc_scratch(stream, bytes, "allocating the scan's look-back memory")?;
                 *scratch = ScanScratch {
                     buf: Some(buf),
                     ptr,
