@@ -1,0 +1,203 @@
+//! Calls: the methods of the number types (`x.sqrt()`) and their associated functions
+//! (`f32::sqrt(x)`, `T::from`, `T::from_bits`, `f16::from_f32`), and the table of the
+//! supported methods with their arities.
+
+use super::{path_name, Cpp, Translator};
+use crate::names::value_type_cpp;
+use quote::ToTokens;
+use syn::Expr;
+
+const FLOAT_METHODS: &[(&str, usize)] = &[
+    ("abs", 0),
+    ("sqrt", 0),
+    ("cbrt", 0),
+    ("exp", 0),
+    ("exp2", 0),
+    ("exp_m1", 0),
+    ("ln", 0),
+    ("ln_1p", 0),
+    ("log2", 0),
+    ("log10", 0),
+    ("log", 1),
+    ("powi", 1),
+    ("powf", 1),
+    ("sin", 0),
+    ("cos", 0),
+    ("tan", 0),
+    ("asin", 0),
+    ("acos", 0),
+    ("atan", 0),
+    ("atan2", 1),
+    ("sinh", 0),
+    ("cosh", 0),
+    ("tanh", 0),
+    ("hypot", 1),
+    ("mul_add", 2),
+    ("floor", 0),
+    ("ceil", 0),
+    ("round", 0),
+    ("round_ties_even", 0),
+    ("trunc", 0),
+    ("fract", 0),
+    ("recip", 0),
+    ("to_degrees", 0),
+    ("to_radians", 0),
+    ("signum", 0),
+    ("copysign", 1),
+    ("min", 1),
+    ("max", 1),
+    ("clamp", 2),
+    ("rem_euclid", 1),
+    ("div_euclid", 1),
+    ("is_nan", 0),
+    ("is_finite", 0),
+    ("is_infinite", 0),
+    ("is_sign_negative", 0),
+    ("is_sign_positive", 0),
+    ("to_bits", 0),
+    ("to_f32", 0),
+    ("to_f64", 0),
+];
+
+const INT_METHODS: &[(&str, usize)] = &[
+    ("count_ones", 0),
+    ("count_zeros", 0),
+    ("leading_zeros", 0),
+    ("trailing_zeros", 0),
+    ("rotate_left", 1),
+    ("rotate_right", 1),
+    ("swap_bytes", 0),
+    ("reverse_bits", 0),
+    ("is_power_of_two", 0),
+    ("pow", 1),
+    ("wrapping_add", 1),
+    ("wrapping_sub", 1),
+    ("wrapping_mul", 1),
+    ("wrapping_neg", 0),
+    ("wrapping_abs", 0),
+    ("wrapping_pow", 1),
+    ("wrapping_shl", 1),
+    ("wrapping_shr", 1),
+    ("saturating_add", 1),
+    ("saturating_sub", 1),
+    ("abs_diff", 1),
+    ("is_positive", 0),
+    ("is_negative", 0),
+];
+
+/// The number of arguments (besides the receiver) of a supported method.
+fn method_arity(name: &str) -> Option<usize> {
+    FLOAT_METHODS
+        .iter()
+        .chain(INT_METHODS)
+        .find(|(n, _)| *n == name)
+        .map(|&(_, a)| a)
+}
+
+fn supported_methods() -> String {
+    let list = |m: &[(&str, usize)]| m.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
+    format!(
+        "float methods: {}; integer methods: {} (and abs, signum, min, max, clamp, rem_euclid, div_euclid)",
+        list(FLOAT_METHODS),
+        list(INT_METHODS)
+    )
+}
+
+impl Translator {
+    pub(super) fn method_call(&mut self, m: &syn::ExprMethodCall) -> Cpp {
+        let name = m.method.to_string();
+        if let Some(t) = &m.turbofish {
+            self.error(t, "turbofish method calls are not translated");
+            return Cpp::default();
+        }
+        match method_arity(&name) {
+            None => {
+                self.error(
+                    &m.method,
+                    format!(
+                        "the method `{name}` is not translated to CUDA; supported are the {}",
+                        supported_methods()
+                    ),
+                );
+                Cpp::default()
+            }
+            Some(n) if n != m.args.len() => {
+                self.error(
+                    &m.method,
+                    format!("`{name}` takes {n} argument(s) besides its receiver"),
+                );
+                Cpp::default()
+            }
+            Some(_) => {
+                let mut c = Cpp::text(format!("cfm::{name}("));
+                c.append(self.expr(&m.receiver, None));
+                for a in &m.args {
+                    c.push(", ");
+                    c.append(self.expr(a, None));
+                }
+                c.push(")");
+                c
+            }
+        }
+    }
+
+    /// `T::f(args)` for a number type `T`: its methods called as functions, `T::from`,
+    /// `T::from_bits` and the halves' `from_f32`.
+    pub(super) fn call(&mut self, c: &syn::ExprCall) -> Cpp {
+        let unsupported = |t: &mut Self, at: &dyn ToTokens, what: String| {
+            t.error(
+                at,
+                format!(
+                    "{what} is not translated to CUDA: a translated body calls only the methods of \
+                     the number types (as `x.sqrt()` or `f32::sqrt(x)`), `T::from(x)`, \
+                     `T::from_bits(b)` and `f16::from_f32(x)` / `bf16::from_f32(x)`; the {}",
+                    supported_methods()
+                ),
+            );
+            Cpp::default()
+        };
+        let Expr::Path(p) = &*c.func else {
+            return unsupported(self, &c.func, "this call".into());
+        };
+        let segs: Vec<_> = p.path.segments.iter().collect();
+        let n = segs.len();
+        let name = path_name(&p.path);
+        if p.qself.is_some() || n < 2 {
+            return unsupported(self, &p.path, format!("the function `{name}`"));
+        }
+        let (ty_seg, f_seg) = (segs[n - 2], segs[n - 1]);
+        let ty_name = ty_seg.ident.to_string();
+        let f = f_seg.ident.to_string();
+        let Some(cpp_ty) = value_type_cpp(&ty_name) else {
+            return unsupported(self, &p.path, format!("the function `{name}`"));
+        };
+        if !ty_seg.arguments.is_empty() || !f_seg.arguments.is_empty() {
+            return unsupported(self, &p.path, format!("the generic call `{name}`"));
+        }
+        let args: Vec<&Expr> = c.args.iter().collect();
+        let is_float = matches!(ty_name.as_str(), "f32" | "f64");
+        let is_half = matches!(ty_name.as_str(), "f16" | "bf16");
+        let (head, wrap_first) = match (f.as_str(), args.len()) {
+            ("from", 1) if !is_half => (format!("cfm::cast<{cpp_ty}>("), false),
+            ("from_bits", 1) if is_float || is_half => (format!("cfm::{ty_name}_bits("), false),
+            ("from_f32", 1) if is_half => (format!("cfm::from_f32<{cpp_ty}>("), false),
+            (m, k) if method_arity(m) == Some(k.wrapping_sub(1)) => (format!("cfm::{m}("), true),
+            _ => return unsupported(self, &p.path, format!("the function `{name}`")),
+        };
+        let mut out = Cpp::text(head);
+        for (i, a) in args.iter().enumerate() {
+            if i > 0 {
+                out.push(", ");
+            }
+            if i == 0 && wrap_first {
+                out.push(&format!("cfm::to<{cpp_ty}>("));
+                out.append(self.expr(a, None));
+                out.push(")");
+            } else {
+                out.append(self.expr(a, None));
+            }
+        }
+        out.push(")");
+        out
+    }
+}
