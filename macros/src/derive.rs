@@ -1,15 +1,21 @@
 //! `#[derive(DeviceType)]`: a `#[repr(C)]` struct's CUDA twin and the traits it needs.
+//!
+//! By phase, as `op` is: `check` refuses what has no CUDA twin (reporting every problem at
+//! once) and `generate` writes the impls.
 
 use crate::errors::Errors;
 use crate::names::{check_device_type, cpp_ident};
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
+use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Data, DeriveInput, Fields};
+use syn::{Data, DeriveInput, Field, Fields, Ident, Token};
 
 pub(crate) fn expand(input: TokenStream) -> TokenStream {
     match syn::parse2::<DeriveInput>(input) {
-        Ok(d) => derive(d).unwrap_or_else(|e| e.into_compile_error()),
+        Ok(d) => check(&d)
+            .map(|(fields, align)| generate(&d.ident, fields, align))
+            .unwrap_or_else(|e| e.into_compile_error()),
         Err(e) => e.into_compile_error(),
     }
 }
@@ -40,7 +46,9 @@ fn repr(d: &DeriveInput) -> syn::Result<(bool, usize)> {
     Ok((c, align))
 }
 
-fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
+/// The struct's named fields and its `#[repr(align(N))]` (0 without), or every reason it
+/// cannot be a DeviceType.
+fn check(d: &DeriveInput) -> syn::Result<(&Punctuated<Field, Token![,]>, usize)> {
     let mut errors = Errors::default();
     let ident = &d.ident;
     let fields = match &d.data {
@@ -82,7 +90,7 @@ fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
             "a DeviceType cannot be generic: its C++ twin is one concrete struct",
         ));
     }
-    let align_attr = match repr(&d) {
+    let align_attr = match repr(d) {
         Ok((true, align)) => align,
         Ok((false, _)) => {
             errors.push(syn::Error::new(
@@ -105,8 +113,16 @@ fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
         }
     }
     errors.into_result()?;
-    let fields = fields.expect("checked above");
+    Ok((fields.expect("checked above"), align_attr))
+}
 
+/// `DeviceValue` (with the C++ struct), cudarc's `DeviceRepr` and `ValidAsZeroBits`,
+/// `Debug` and `Approx` for a checked struct.
+fn generate(
+    ident: &Ident,
+    fields: &Punctuated<Field, Token![,]>,
+    align_attr: usize,
+) -> TokenStream {
     let name = ident.to_string();
     let name = name.trim_start_matches("r#");
     let tys: Vec<_> = fields.iter().map(|f| &f.ty).collect();
@@ -132,7 +148,7 @@ fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
         .zip(&rust_names)
         .map(|(f, n)| quote!(.field(#n, &self.#f)));
 
-    Ok(quote! {
+    quote! {
         // SAFETY: the struct is #[repr(C)] and every field is a DeviceValue (cuda_decl
         // below does not compile otherwise), whose types are themselves DeviceRepr: plain
         // data that can be copied to the device.
@@ -176,5 +192,5 @@ fn derive(d: DeriveInput) -> syn::Result<TokenStream> {
                 #(#approx)&&*
             }
         }
-    })
+    }
 }
