@@ -10,6 +10,22 @@
 //! `return` statements, struct literals and field access, and the methods of the number
 //! types that operators use; everything else is reported at compile time, at its span,
 //! with as many errors at once as the body has.
+//!
+//! ## Modules
+//!
+//! This file holds the entry points only; the work is split by phase.
+//!
+//! - `op`: `#[op]`. `op::attr` parses the attribute's arguments and `op::ast` the item
+//!   (the function form or the impl form); `op::valid` checks it, reporting every problem
+//!   at once; `op::expand` writes the unit struct, the `Operator` impl and its `cuda()`.
+//! - `translate`: the translation of an operator's bodies into CUDA C++, by concern:
+//!   `translate::stmt` (blocks and statements), `translate::expr` (expressions),
+//!   `translate::call` (method and `T::f(..)` calls, the supported methods) and
+//!   `translate::cpp` (the C++ under construction).
+//! - `derive`: `#[derive(DeviceType)]`, checked, then generated.
+//! - `names`: the C++ names of Rust identifiers and types, and the types that cannot be
+//!   device values.
+//! - `errors`: errors collected so that a macro reports all of them at once.
 #![deny(missing_docs)]
 
 use proc_macro::TokenStream;

@@ -1,4 +1,5 @@
-//! C++ names for Rust identifiers and types, shared by the derive and the translation.
+//! C++ names for Rust identifiers and types, and the check of device types, shared by
+//! the derive, the operator's checks and the translation.
 
 use syn::{spanned::Spanned, Type};
 
