@@ -12,7 +12,8 @@
 
 use cudarc::driver::CudaSlice;
 use cufold::ops::{ArgMax, Div2Mean, Max, Mean, Operator, Sum};
-use cufold::{f16, Cpu, Gpu, GpuOptions};
+use cufold::reduce::ReduceConfig;
+use cufold::{f16, Cpu, Gpu};
 use std::fmt::Write as _;
 
 #[path = "common/mod.rs"]
@@ -66,18 +67,30 @@ type Timing = Result<(f64, bool), Box<dyn std::error::Error>>;
 
 /// Times Div2Mean, which exists for f32 and f64 only.
 trait Div2: Data {
-    fn div2(_: &Gpu, _: &CudaSlice<Self>, _: &[Self], _: usize) -> Option<Timing> {
+    fn div2(_: &Gpu, _: ReduceConfig, _: &CudaSlice<Self>, _: &[Self], _: usize) -> Option<Timing> {
         None
     }
 }
 impl Div2 for f32 {
-    fn div2(g: &Gpu, x: &CudaSlice<Self>, h: &[Self], reps: usize) -> Option<Timing> {
-        Some(time(g, x, h, Div2Mean, reps))
+    fn div2(
+        g: &Gpu,
+        c: ReduceConfig,
+        x: &CudaSlice<Self>,
+        h: &[Self],
+        reps: usize,
+    ) -> Option<Timing> {
+        Some(time(g, c, x, h, Div2Mean, reps))
     }
 }
 impl Div2 for f64 {
-    fn div2(g: &Gpu, x: &CudaSlice<Self>, h: &[Self], reps: usize) -> Option<Timing> {
-        Some(time(g, x, h, Div2Mean, reps))
+    fn div2(
+        g: &Gpu,
+        c: ReduceConfig,
+        x: &CudaSlice<Self>,
+        h: &[Self],
+        reps: usize,
+    ) -> Option<Timing> {
+        Some(time(g, c, x, h, Div2Mean, reps))
     }
 }
 impl Div2 for f16 {}
@@ -93,12 +106,13 @@ struct Row {
 
 fn time<T: Data, O: Operator<T>>(
     gpu: &Gpu,
+    config: ReduceConfig,
     x: &CudaSlice<T>,
     host: &[T],
     op: O,
     reps: usize,
 ) -> Timing {
-    let r = gpu.reducer::<T, O>(op)?;
+    let r = gpu.reducer_with::<T, O>(op, config)?;
     let got = r.reduce(x)?;
     let want = Cpu::new().reduce(host, op)?;
     let ok = format!("{got:?}") == format!("{want:?}");
@@ -132,13 +146,14 @@ where
         let n = 1usize << lg;
         let host = generate::<T>(n, 0x5eed ^ lg as u64);
         let x = gpu.stream().clone_htod(&host)?;
+        let config = ReduceConfig::default().block(a.block);
         for op in &a.ops {
             let res = match op.as_str() {
-                "sum" => time(gpu, &x, &host, Sum, a.reps),
-                "max" => time(gpu, &x, &host, Max, a.reps),
-                "argmax" => time(gpu, &x, &host, ArgMax, a.reps),
-                "mean" => time(gpu, &x, &host, Mean, a.reps),
-                "div2mean" => match T::div2(gpu, &x, &host, a.reps) {
+                "sum" => time(gpu, config, &x, &host, Sum, a.reps),
+                "max" => time(gpu, config, &x, &host, Max, a.reps),
+                "argmax" => time(gpu, config, &x, &host, ArgMax, a.reps),
+                "mean" => time(gpu, config, &x, &host, Mean, a.reps),
+                "div2mean" => match T::div2(gpu, config, &x, &host, a.reps) {
                     Some(t) => t,
                     None => continue,
                 },
@@ -166,7 +181,7 @@ where
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = parse();
     let gpu = match Gpu::open(0) {
-        Ok(g) => Gpu::with_options(g.stream(), GpuOptions::default().block_size(a.block))?,
+        Ok(g) => g,
         Err(e) => {
             println!("no CUDA device: {e}");
             return Ok(());

@@ -14,7 +14,8 @@
 
 use cudarc::driver::CudaSlice;
 use cufold::ops::{Affine, Compose, Operator, Sum};
-use cufold::{Cpu, DeviceValue, Gpu, GpuOptions, ScanAlgorithm, ScanKind};
+use cufold::scan::ScanConfig;
+use cufold::{Cpu, DeviceValue, Gpu, ScanAlgorithm, ScanKind};
 use std::fmt::Write as _;
 
 #[path = "common/mod.rs"]
@@ -48,9 +49,9 @@ fn parse() -> Args {
         dtypes: vec!["f32".into(), "f64".into(), "i32".into()],
         log2: vec![20, 24, 28],
         algos: vec![ScanAlgorithm::default()],
-        blocks: vec![GpuOptions::default().scan_block()],
-        bytes: vec![GpuOptions::default().scan_bytes()],
-        staging: vec![GpuOptions::default().scan_staging()],
+        blocks: vec![ScanConfig::default().get_block()],
+        bytes: vec![ScanConfig::default().get_bytes_per_thread()],
+        staging: vec![ScanConfig::default().get_staging()],
         reps: 50,
         json: None,
     };
@@ -112,12 +113,13 @@ fn bytes<T: DeviceValue>(v: &T) -> &[u8] {
 /// then times it. Returns (median ms, whether the bits agreed).
 fn time<T: Data, O: Operator<T>>(
     gpu: &Gpu,
+    config: ScanConfig,
     x: &CudaSlice<T>,
     want: &[O::Out],
     op: O,
     reps: usize,
 ) -> Res<(f64, bool)> {
-    let s = gpu.scanner::<T, O>(op)?;
+    let s = gpu.scanner_with::<T, O>(op, config)?;
     let stream = gpu.stream();
     let mut out = stream.alloc_zeros::<O::Out>(x.len())?;
     s.inclusive(x, &mut out)?;
@@ -158,15 +160,14 @@ fn run<T: Data, O: Operator<T>>(
                     .iter()
                     .flat_map(|b| a.staging.iter().map(move |s| (b, s)))
                 {
-                    let opts = GpuOptions::default()
-                        .scan_algorithm(algo)
-                        .scan_block_size(block)
-                        .scan_bytes_per_thread(bytes)
-                        .scan_shared_staging(staging);
-                    let gpu = Gpu::with_options(base.stream(), opts)?;
-                    let (ms, ok) = time(&gpu, &x, &want, op, a.reps)?;
+                    let config = ScanConfig::default()
+                        .algorithm(algo)
+                        .block(block)
+                        .bytes_per_thread(bytes)
+                        .staging(staging);
+                    let (ms, ok) = time(base, config, &x, &want, op, a.reps)?;
                     all_ok &= ok;
-                    let shape = gpu.scanner::<T, O>(op)?.shape();
+                    let shape = base.scanner_with::<T, O>(op, config)?.shape();
                     let config = format!(
                         "{algo:?}/{}x{}{}",
                         shape.block,

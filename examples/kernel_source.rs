@@ -8,7 +8,8 @@
 //! ```
 
 use cufold::ops::{Affine, ArgMax, Compose, CudaOp, Max, Mean, Operator, Sum};
-use cufold::plan::{KernelShape, ScanShape, TypeSizes};
+use cufold::reduce::ReduceShape;
+use cufold::scan::{ScanShape, TypeSizes};
 use cufold::{DeviceValue, ScanAlgorithm};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -63,20 +64,20 @@ fn main() -> Res<()> {
             let shape = ScanShape::fitting(sizes, block.unwrap_or(256), bytes, algo, staging)?;
             eprintln!("{shape:?}");
             let bin = match &cubin {
-                Some(_) => Some(cufold::compile_scan_kernel(&op, &shape, &arch)?),
+                Some(_) => Some(cufold::scan::compile_kernel(&op, sizes, &shape, &arch)?),
                 None => None,
             };
-            (cufold::scan_kernel_source(&op, &shape), bin)
+            (cufold::scan::kernel_source(&op, sizes, &shape), bin)
         }
         "reduce" => {
-            let shape = KernelShape::for_sizes(sizes.input, block.unwrap_or(1024))?;
+            let shape = ReduceShape::for_sizes(sizes.input, block.unwrap_or(1024))?;
             let vector = shape.vec as usize * sizes.input == 16;
             eprintln!("{shape:?}");
             let bin = match &cubin {
-                Some(_) => Some(cufold::compile_reduce_kernel(&op, &shape, vector, &arch)?),
+                Some(_) => Some(cufold::reduce::compile_kernel(&op, &shape, vector, &arch)?),
                 None => None,
             };
-            (cufold::reduce_kernel_source(&op, &shape, vector), bin)
+            (cufold::reduce::kernel_source(&op, &shape, vector), bin)
         }
         _ => return Err(usage.into()),
     };

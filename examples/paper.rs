@@ -22,7 +22,8 @@
 use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
 use cudarc::driver::CudaSlice;
 use cufold::ops::{Div2Mean, Mean};
-use cufold::{Cpu, Gpu, GpuOptions};
+use cufold::reduce::ReduceConfig;
+use cufold::{Cpu, Gpu};
 use std::time::Instant;
 
 const SIZES: [usize; 5] = [8_388_480, 16_776_960, 33_553_920, 67_107_840, 134_215_680];
@@ -105,8 +106,8 @@ fn kahan_mean(x: &[f32]) -> f32 {
 }
 
 /// Median milliseconds of 20 event-timed `Div2Mean` launches over `x`.
-fn gpu_ms(gpu: &Gpu, x: &CudaSlice<f32>, n: usize) -> Res<f64> {
-    let r = gpu.reducer::<f32, _>(Div2Mean)?;
+fn gpu_ms(gpu: &Gpu, block: u32, x: &CudaSlice<f32>, n: usize) -> Res<f64> {
+    let r = gpu.reducer_with::<f32, _>(Div2Mean, ReduceConfig::default().block(block))?;
     let stream = gpu.stream();
     let ctx = stream.context();
     let view = x.slice(..n);
@@ -211,10 +212,6 @@ fn main() -> Res<()> {
     );
     match (&gpu, &uniform_dev) {
         (Some(g), Some((dev, _))) => {
-            let handles: Vec<Gpu> = BLOCKS
-                .iter()
-                .map(|&b| Gpu::with_options(g.stream(), GpuOptions::default().block_size(b)))
-                .collect::<Result<_, _>>()?;
             print!("{:>11} {:>10}", "N", "Kahan ms");
             for b in BLOCKS {
                 print!(" | {:>11} {:>8}", format!("{b} thr. ms"), "speed-up");
@@ -222,8 +219,8 @@ fn main() -> Res<()> {
             println!();
             for (i, &n) in sizes.iter().enumerate() {
                 print!("{n:>11} {:>10.2}", kahan_ms[i]);
-                for h in &handles {
-                    let ms = gpu_ms(h, dev, n)?;
+                for b in BLOCKS {
+                    let ms = gpu_ms(g, b, dev, n)?;
                     print!(" | {ms:>11.4} {:>7.0}x", kahan_ms[i] / ms);
                 }
                 println!();

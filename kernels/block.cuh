@@ -2,7 +2,8 @@
 //
 // `cf::block_reduce<BLOCK>` gives thread 0 the canonical tree over the block's BLOCK
 // values in thread order: each warp reduces its 32 lanes (warp.cuh), then warp 0 reduces
-// the warp results in warp order. BLOCK is a power of two, 32 to 1024.
+// the warp results in warp order (`cf::block_reduce_warps`, the second half alone, for
+// callers that reduce their warps' values themselves). BLOCK is a power of two, 32 to 1024.
 //
 // `cf::BlockScan<ALGO, BLOCK, Op, Acc>` is the canonical scan of the block's BLOCK values
 // (one per thread, in thread order) by one of three algorithms that compute the same bits:
@@ -31,32 +32,43 @@
 //                         O(n log n) combines in log2(n) exchange steps.
 #pragma once
 
+#include "cufold/warp.cuh"
+
 #define CF_SCAN_WARP 0
 #define CF_SCAN_BLELLOCH 1
 #define CF_SCAN_HILLIS 2
 
 namespace cf {
 
-// `smem` must hold BLOCK / 32 accumulators; every thread of the block must call this.
-// Ends with the block synchronised, so `smem` may be reused at once.
+// Thread 0 receives the tree over the values `v` of the first `warps` warps (each warp's
+// value in its lane 0, in warp order; `warps` a power of two, the same in every thread, at
+// most BLOCK / 32). With `warps` <= 1 every thread gets its own `v` back, with no barrier;
+// otherwise there is one __syncthreads(), and `smem` (BLOCK / 32 accumulators) may be
+// written again only after the next one (or alternate two buffers). Every thread of the
+// block must call it.
 template <int BLOCK, class Op, class Acc>
-__device__ __forceinline__ Acc block_reduce(const Op& op, Acc v, Acc* smem) {
+__device__ __forceinline__ Acc block_reduce_warps(const Op& op, Acc v, Acc* smem, int warps = BLOCK / 32) {
     constexpr int WARPS = BLOCK / 32;
     static_assert(BLOCK >= 32 && BLOCK <= 1024 && (BLOCK & (BLOCK - 1)) == 0, "BLOCK: a power of two, 32..1024");
-    v = warp_reduce(op, v);
-    if (WARPS == 1) return v;
+    if (WARPS == 1 || warps <= 1) return v;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) smem[warp] = v;
     __syncthreads();
     if (warp == 0) {
         Acc w = lane < WARPS ? smem[lane] : op.identity();
-        v = warp_reduce(op, w, WARPS);
+        v = warp_reduce(op, w, warps < WARPS ? warps : WARPS);
     }
-    __syncthreads();
     return v;
 }
 
-__host__ __device__ constexpr int ilog2(int n) { return n <= 1 ? 0 : 1 + ilog2(n / 2); }
+// `smem` must hold BLOCK / 32 accumulators; every thread of the block must call this.
+// Ends with the block synchronised, so `smem` may be reused at once.
+template <int BLOCK, class Op, class Acc>
+__device__ __forceinline__ Acc block_reduce(const Op& op, Acc v, Acc* smem) {
+    v = block_reduce_warps<BLOCK>(op, warp_reduce(op, v), smem);
+    if (BLOCK > 32) __syncthreads();
+    return v;
+}
 
 template <int ALGO, int BLOCK, class Op, class Acc> struct BlockScan;
 

@@ -3,6 +3,8 @@
 // in src/ops and must compute the same bits.
 #pragma once
 
+#include "cufold/types.cuh"
+
 namespace cf {
 
 // NaN-propagating min / max: the first NaN in tree order wins; ties keep the left value.
@@ -116,11 +118,6 @@ template <class T> struct MeanVar {
     }
     __device__ Out finish(Acc a, u64) const { return a; }
 };
-
-__device__ __forceinline__ u64 next_pow2(u64 n) {
-    if (n <= 1) return 1;
-    return 1ull << (64 - __clzll(n - 1));
-}
 
 // Pechprasarn & Khiripet: every pairwise add halves, (a + b) / 2, over the perfect binary
 // tree of next_pow2(N) leaves padded with zeros; finish multiplies by next_pow2(N) / N.

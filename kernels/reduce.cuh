@@ -3,13 +3,16 @@
 // The input's positions 0..P (P = next_pow2(N), positions past N hold the identity) are
 // combined as the balanced binary tree over them, whatever the launch shape:
 //
-//   thread    VEC contiguous items (one 16-byte load when the input is aligned)
-//   warp      32 lanes x VEC items per load, K loads: shuffle tree per load, then the K
-//             load results in order
-//   block     WARPS warp results in warp order          -> one TILE = BLOCK*K*VEC positions
+//   thread    VEC contiguous items (one 16-byte load when the input is aligned):
+//             cf::thread_reduce (thread.cuh)
+//   warp      32 lanes x VEC items per load, K loads: cf::warp_reduce of the K loads at
+//             once (warp.cuh), then the K load results in order (cf::thread_reduce)
+//   block     WARPS warp results in warp order: cf::block_reduce_warps (block.cuh)
+//                                                       -> one TILE = BLOCK*K*VEC positions
 //   grid      each block reduces R consecutive tiles (R a power of two) with a binary
-//             counter, writes one partial; the last block to finish (a ticket counter)
-//             reduces the partials as the tree over next_pow2(#blocks) and applies finish.
+//             counter, writes one partial; the last block to finish (the handle's ticket
+//             counter) reduces the partials as the tree over next_pow2(#blocks) and applies
+//             finish.
 //
 // Every stage combines aligned neighbours, so the result is the canonical tree: identical
 // bits for any BLOCK, K, R or grid, and correct for non-commutative operators. A stage
@@ -17,32 +20,10 @@
 // the tree exactly log2(P) levels tall when N is smaller than a tile.
 #pragma once
 
-namespace cf {
+#include "cufold/block.cuh"
+#include "cufold/io.cuh"
 
-template <class T> __device__ __forceinline__ T load_cg(const T* p) {
-    // Partials written by other blocks of this launch: read around L1.
-    T r;
-    if (sizeof(T) % 4 == 0) {
-        unsigned w[sizeof(T) / 4 + 1];
-        const unsigned* q = reinterpret_cast<const unsigned*>(p);
-#pragma unroll
-        for (int i = 0; i < (int)(sizeof(T) / 4); ++i) w[i] = __ldcg(q + i);
-        memcpy(&r, w, sizeof(T));
-    } else if (sizeof(T) % 2 == 0) {
-        unsigned short w[sizeof(T) / 2 + 1];
-        const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
-#pragma unroll
-        for (int i = 0; i < (int)(sizeof(T) / 2); ++i) w[i] = __ldcg(q + i);
-        memcpy(&r, w, sizeof(T));
-    } else {
-        unsigned char w[sizeof(T)];
-        const unsigned char* q = reinterpret_cast<const unsigned char*>(p);
-#pragma unroll
-        for (int i = 0; i < (int)sizeof(T); ++i) w[i] = __ldcg(q + i);
-        memcpy(&r, w, sizeof(T));
-    }
-    return r;
-}
+namespace cf {
 
 // Reads the op's input, lifts it with its global index; identity past n.
 template <class Op, int VEC, bool VECTOR> struct InputLoader {
@@ -76,60 +57,30 @@ template <class Op> struct PartialLoader {
 };
 
 // The canonical tree over TILE = BLOCK*K*VEC positions starting at `base`, cut at `limit`
-// positions (a power of two). The result is meaningful in thread 0. `smem`: WARPS accs.
+// positions (a power of two). The result is meaningful in thread 0. `smem`: WARPS accs,
+// not written again before the block's next __syncthreads() (see cf::block_reduce_warps).
 template <class Op, int BLOCK, int K, int VEC, class Loader>
 __device__ __forceinline__ typename Op::Acc tile_reduce(const Op& op, const Loader& ld, u64 base, u64 limit,
                                                         typename Op::Acc* smem) {
     typedef typename Op::Acc Acc;
-    constexpr int WARPS = BLOCK / 32;
-    constexpr u64 SEG = 32ull * VEC;       // positions one warp covers per load
-    constexpr u64 WARP_SPAN = SEG * K;     // positions one warp covers per tile
+    constexpr u64 SEG = 32ull * VEC;    // positions one warp covers per load
+    constexpr u64 WARP_SPAN = SEG * K;  // positions one warp covers per tile
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const u64 wbase = base + (u64)warp * WARP_SPAN;
+    // How many lanes (warps) a tree of `limit` positions spans at each stage, at most 32.
+    const auto spans = [limit](u64 unit) { return (int)(limit / unit < 32 ? limit / unit : 32); };
 
     Acc v[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         Acc items[VEC];
         ld.load(op, wbase + k * SEG + (u64)lane * VEC, items);
-#pragma unroll
-        for (int s = 1; s < VEC; s <<= 1) {
-            if ((u64)(2 * s) > limit) break;
-#pragma unroll
-            for (int i = 0; i < VEC; i += 2 * s) items[i] = op.combine(items[i], items[i + s]);
-        }
+        thread_reduce(op, items, limit);
         v[k] = items[0];
     }
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        if ((u64)(2 * off) * VEC > limit) break;
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            Acc other = shfl_down(v[k], off);
-            v[k] = op.combine(v[k], other);
-        }
-    }
-#pragma unroll
-    for (int s = 1; s < K; s <<= 1) {
-        if ((u64)(2 * s) * SEG > limit) break;
-#pragma unroll
-        for (int k = 0; k < K; k += 2 * s) v[k] = op.combine(v[k], v[k + s]);
-    }
-    if (WARPS > 1 && 2 * WARP_SPAN <= limit) {
-        if (lane == 0) smem[warp] = v[0];
-        __syncthreads();
-        if (warp == 0) {
-            Acc w = lane < WARPS ? smem[lane] : op.identity();
-#pragma unroll
-            for (int off = 1; off < WARPS; off <<= 1) {
-                if ((u64)(2 * off) * WARP_SPAN > limit) break;
-                Acc other = shfl_down(w, off);
-                w = op.combine(w, other);
-            }
-            v[0] = w;
-        }
-    }
-    return v[0];
+    warp_reduce(op, v, spans(VEC));
+    thread_reduce(op, v, limit / SEG);
+    return block_reduce_warps<BLOCK>(op, v[0], smem, spans(WARP_SPAN));
 }
 
 }  // namespace cf
@@ -137,6 +88,10 @@ __device__ __forceinline__ typename Op::Acc tile_reduce(const Op& op, const Load
 #ifdef CF_REDUCE_KERNEL
 // Instantiated by the generated source, which defines CF_OP (the operator type), CF_BLOCK,
 // CF_K, CF_VEC, CF_VECTOR (0/1) and CF_FINAL_K (loads per thread in the final stage).
+//
+// Tickets: `ticket` is the handle's counter, which only grows; this launch's blocks take
+// tickets ticket_base .. ticket_base + gridDim.x - 1, and the one with the last ticket
+// reduces the partials (the same protocol as the scan's tile order).
 typedef CF_OP cf_op_t;
 typedef cf_op_t::In cf_in_t;
 typedef cf_op_t::Acc cf_acc_t;
@@ -144,7 +99,7 @@ typedef cf_op_t::Out cf_out_t;
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles_per_block, cf::u64 limit,
-          cf_acc_t* partials, unsigned int* ticket, cf_out_t* out) {
+          cf_acc_t* partials, cf::u64 ticket_base, unsigned long long* ticket, cf_out_t* out) {
     constexpr int WARPS = CF_BLOCK / 32;
     constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * CF_K * CF_VEC;
     __shared__ cf_acc_t smem[2][WARPS];
@@ -178,7 +133,7 @@ cf_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles_per_block, cf:
     if (threadIdx.x == 0) {
         partials[blockIdx.x] = stack[top];
         __threadfence();
-        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+        last = atomicAdd(ticket, 1ull) - ticket_base == gridDim.x - 1;
     }
     __syncthreads();
     if (!last) return;
@@ -186,9 +141,6 @@ cf_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles_per_block, cf:
     const cf::u64 m = gridDim.x;
     cf::PartialLoader<cf_op_t> pl{partials, m};
     cf_acc_t r = cf::tile_reduce<cf_op_t, CF_BLOCK, CF_FINAL_K, 1>(op, pl, 0, cf::next_pow2(m), smem[0]);
-    if (threadIdx.x == 0) {
-        out[0] = op.finish(r, n);
-        *ticket = 0;  // ready for the next launch on this stream
-    }
+    if (threadIdx.x == 0) out[0] = op.finish(r, n);
 }
 #endif

@@ -1,4 +1,4 @@
-// cufold: element types and their arithmetic, shared by every kernel.
+// cufold: element types and their arithmetic, and the integer helpers, shared by every kernel.
 //
 // Every operation here matches the Rust side bit for bit: f16 and bf16 values are
 // computed through float and rounded back to nearest-even after each operation (the
@@ -128,5 +128,16 @@ template <> struct wide<unsigned char> { typedef u64 type; };
 template <class T> __device__ __forceinline__ typename wide<T>::type widen(T x) {
     return (typename wide<T>::type)up(x);
 }
+
+// ---- integer helpers -------------------------------------------------------------------
+
+// The smallest power of two >= n (1 for n <= 1): the width of the canonical tree over n.
+__device__ __forceinline__ u64 next_pow2(u64 n) {
+    if (n <= 1) return 1;
+    return 1ull << (64 - __clzll(n - 1));
+}
+
+// floor(log2(n)) for n >= 1 (0 for n <= 1), usable in constant expressions.
+__host__ __device__ constexpr int ilog2(int n) { return n <= 1 ? 0 : 1 + ilog2(n / 2); }
 
 }  // namespace cf

@@ -1,11 +1,14 @@
 // cufold: warp-level building blocks.
 //
-// `cf::shfl_down` / `cf::shfl_xor` / `cf::shfl_idx` move any trivially copyable value (a struct accumulator
-// too) between lanes, four bytes at a time. `cf::warp_reduce` combines aligned neighbours
-// with offsets 1, 2, 4, 8, 16, so that lane 0 ends with the balanced binary tree over the 32
-// lanes' values in lane order: the canonical tree, correct for non-commutative operators.
-// `cf::WarpScan` is the canonical scan of the 32 lanes' values (see below).
+// `cf::shfl_down` / `cf::shfl_xor` / `cf::shfl_idx` move any trivially copyable value (a
+// struct accumulator too) between lanes, four bytes at a time. `cf::warp_reduce` combines
+// aligned neighbours with offsets 1, 2, 4, 8, 16, so that lane 0 ends with the balanced
+// binary tree over the lanes' values in lane order: the canonical tree, correct for
+// non-commutative operators. `cf::WarpScan` is the canonical scan of the 32 lanes' values
+// (see below).
 #pragma once
+
+#include "cufold/thread.cuh"
 
 namespace cf {
 
@@ -33,8 +36,8 @@ template <class T> __device__ __forceinline__ T shfl_idx(const T& v, int src) {
     return shfl_words(v, [src](int w) { return __shfl_sync(0xffffffffu, w, src); });
 }
 
-// Lane 0 receives the tree over the first `lanes` lanes (a power of two, at most 32).
-// Every lane of the warp must call it.
+// Lane 0 receives the tree over the first `lanes` lanes (a power of two, at most 32; 1 or
+// less: the lane's own value). Every lane of the warp must call it.
 template <class Op, class Acc>
 __device__ __forceinline__ Acc warp_reduce(const Op& op, Acc v, int lanes = 32) {
 #pragma unroll
@@ -46,13 +49,19 @@ __device__ __forceinline__ Acc warp_reduce(const Op& op, Acc v, int lanes = 32) 
     return v;
 }
 
-// `pre` extended by the block `b` to its right. An empty prefix (`has == false`, the prefix
-// of position 0) becomes `b` itself, without a call to the operator: no identity ever enters
-// a scan (identities can fail bitwise for signed zeros: 0.0 + -0.0 is +0.0).
-template <class Op, class Acc>
-__device__ __forceinline__ void extend(const Op& op, Acc& pre, bool& has, const Acc& b) {
-    pre = has ? op.combine(pre, b) : b;
-    has = true;
+// K independent warp trees at once (each v[k] as in the one-value form), level by level,
+// so that the K shuffles of a level are in flight together.
+template <int K, class Op, class Acc>
+__device__ __forceinline__ void warp_reduce(const Op& op, Acc (&v)[K], int lanes = 32) {
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        if (off >= lanes) break;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            Acc other = shfl_down(v[k], off);
+            v[k] = op.combine(v[k], other);
+        }
+    }
 }
 
 // The canonical scan of a warp's 32 values (one per lane, in lane order): the exclusive

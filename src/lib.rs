@@ -83,28 +83,32 @@
 //! header to prepend to your own NVRTC kernels.
 #![deny(missing_docs, unreachable_pub, unsafe_op_in_unsafe_fn)]
 
+// The module map (docs/ARCHITECTURE.md has the whole picture):
+//   element, ops (+ ops::check), laws    values, operators, their contract and its checks
+//   tree                                  the canonical tree and grouping on the CPU
+//   gpu (handle, options, scratch, jit, cache), cpu     the two cores
+//   reduce, scan                          one module per primitive: plan, GPU launch, CPU twin
+//   backend                               host data on whichever core is there
+mod backend;
 mod cpu;
 mod element;
 mod error;
-mod gpu;
-mod jit;
+pub mod gpu;
 pub mod laws;
 mod macro_support;
 pub mod ops;
-pub mod plan;
-mod scan;
+pub mod reduce;
+pub mod scan;
+mod tree;
 
+pub use backend::Backend;
 pub use cpu::Cpu;
 pub use element::{DeviceValue, Element, Real, Widen};
 pub use error::{Error, ErrorKind, Result};
-pub use gpu::{Gpu, GpuOptions, Reducer};
+pub use gpu::{cuda_header, cuda_headers, DiskCache, Gpu, GpuOptions};
 pub use half::{bf16, f16};
-pub use jit::{
-    compile_reduce_kernel, compile_scan_kernel, cuda_header, reduce_kernel_source,
-    scan_kernel_source, DiskCache,
-};
-pub use plan::ScanAlgorithm;
-pub use scan::{ScanKind, Scanner};
+pub use reduce::Reducer;
+pub use scan::{ScanAlgorithm, ScanKind, Scanner};
 
 /// Makes an associative operator from Rust code written once: the CPU half is the code as
 /// written, the CUDA half is translated from the same body at compile time.
@@ -234,86 +238,4 @@ pub use cufold_macros::DeviceType;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::macro_support::*;
-}
-
-use ops::Operator;
-
-/// Where reductions of host data run: a GPU if one is usable, else the CPU.
-///
-/// ```
-/// let b = cufold::Backend::auto();
-/// println!("{}", b.describe());
-/// assert_eq!(b.reduce(&[5i32, 7], cufold::ops::Max)?, 7);
-/// # Ok::<(), cufold::Error>(())
-/// ```
-#[derive(Clone, Debug)]
-pub enum Backend {
-    /// CUDA device 0's default stream.
-    Gpu(Gpu),
-    /// All CPU cores.
-    Cpu(Cpu),
-}
-
-impl Backend {
-    /// The GPU (device 0) if a driver, NVRTC and a device are present, else the CPU. Never
-    /// panics. [`Gpu::open`] says why a GPU is not usable.
-    ///
-    /// ```
-    /// let b = cufold::Backend::auto();
-    /// # let _ = b;
-    /// ```
-    pub fn auto() -> Backend {
-        match Gpu::open(0) {
-            Ok(gpu) => Backend::Gpu(gpu),
-            Err(_) => Backend::Cpu(Cpu::new()),
-        }
-    }
-
-    /// Reduces host data: on the GPU (after an upload) or on the CPU. Both compute the same
-    /// tree.
-    ///
-    /// ```
-    /// let s = cufold::Backend::Cpu(cufold::Cpu::new()).reduce(&[1u32, 2, 3], cufold::ops::Sum)?;
-    /// assert_eq!(s, 6);
-    /// # Ok::<(), cufold::Error>(())
-    /// ```
-    pub fn reduce<T: DeviceValue, O: Operator<T>>(&self, x: &[T], op: O) -> Result<O::Out> {
-        match self {
-            Backend::Gpu(g) => g.reduce_host(x, op),
-            Backend::Cpu(c) => c.reduce(x, op),
-        }
-    }
-
-    /// Scans host data: on the GPU (upload, scan, download) or on the CPU. Both follow the
-    /// same canonical grouping.
-    ///
-    /// ```
-    /// use cufold::{ops::Sum, Backend, Cpu, ScanKind};
-    /// let s = Backend::Cpu(Cpu::new()).scan(&[1i64, 2, 3], Sum, ScanKind::Inclusive)?;
-    /// assert_eq!(s, [1, 3, 6]);
-    /// # Ok::<(), cufold::Error>(())
-    /// ```
-    pub fn scan<T: DeviceValue, O: Operator<T>>(
-        &self,
-        x: &[T],
-        op: O,
-        kind: ScanKind,
-    ) -> Result<Vec<O::Out>> {
-        match self {
-            Backend::Gpu(g) => g.scan_host(x, op, kind),
-            Backend::Cpu(c) => c.scan(x, op, kind),
-        }
-    }
-
-    /// A line saying which backend this is ("GPU: NVIDIA H100 80GB HBM3", "CPU: 8 threads").
-    ///
-    /// ```
-    /// assert!(cufold::Backend::Cpu(cufold::Cpu::with_threads(2)).describe().starts_with("CPU"));
-    /// ```
-    pub fn describe(&self) -> String {
-        match self {
-            Backend::Gpu(g) => format!("GPU: {}", g.device_name()),
-            Backend::Cpu(c) => format!("CPU: {} threads", c.threads()),
-        }
-    }
 }

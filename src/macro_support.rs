@@ -12,7 +12,7 @@ use half::{bf16, f16};
 pub use cudarc;
 
 /// The C++ helpers translated operators call (`namespace cfm`), under an include guard.
-pub const PRELUDE: &str = include_str!("macro_support.cuh");
+pub const PRELUDE: &str = crate::gpu::jit::embedded::MACRO_SUPPORT_CUH;
 
 /// A 32-bit hash of a module path (64-bit FNV-1a, folded), computed at compile time by the
 /// generated code, which makes C++ names unique per Rust type.

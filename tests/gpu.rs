@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use cudarc::driver::{CudaSlice, DevicePtr};
 use cufold::ops::*;
+use cufold::reduce::ReduceConfig;
 use cufold::{bf16, f16, Cpu, DeviceValue, ErrorKind, Gpu, GpuOptions};
 
 const SIZES: &[usize] = &[
@@ -145,13 +146,16 @@ fn the_gpu_follows_the_canonical_tree_for_every_block_size() {
     // TreeShape records every combine: the GPU's tree must be exactly the canonical one,
     // for every size and every block size, through a user-defined CUDA operator.
     for block in [32, 128, 256, 1024] {
-        let g = Gpu::with_options(gpu().stream(), GpuOptions::default().block_size(block)).unwrap();
+        let g = gpu();
+        let r = g
+            .reducer_with::<u32, _>(TreeShape, ReduceConfig::default().block(block))
+            .unwrap();
         for &n in SIZES.iter().chain(&[5, 100_003, 3 << 22]) {
-            let dev = upload(&g, &vec![0u32; n]);
-            let root = g.reduce(&dev, TreeShape).unwrap();
+            let dev = upload(g, &vec![0u32; n]);
+            let root = r.reduce(&dev).unwrap();
             assert_eq!(root, canonical_root(n as u64), "n = {n}, block = {block}");
             if n > 1 {
-                let root = g.reduce(&dev.slice(1..), TreeShape).unwrap();
+                let root = r.reduce(&dev.slice(1..)).unwrap();
                 assert_eq!(
                     root,
                     canonical_root(n as u64 - 1),
@@ -173,14 +177,16 @@ fn results_do_not_depend_on_the_block_size() {
         let want = Cpu::new().reduce(&host, MeanVar).unwrap();
         let sum = Cpu::new().reduce(&host, Sum).unwrap();
         for block in [32, 64, 128, 512, 1024] {
-            let g =
-                Gpu::with_options(gpu().stream(), GpuOptions::default().block_size(block)).unwrap();
+            let config = ReduceConfig::default().block(block);
+            let g = gpu();
+            let r = g.reducer_with::<f32, _>(MeanVar, config).unwrap();
             assert!(
-                same(&g.reduce(&dev, MeanVar).unwrap(), &want),
+                same(&r.reduce(&dev).unwrap(), &want),
                 "n = {n}, block = {block}"
             );
+            let r = g.reducer_with::<f32, _>(Sum, config).unwrap();
             assert!(
-                same(&g.reduce(&dev, Sum).unwrap(), &sum),
+                same(&r.reduce(&dev).unwrap(), &sum),
                 "n = {n}, block = {block}"
             );
         }
@@ -432,9 +438,7 @@ fn a_kernel_that_fails_to_compile_reports_the_log_and_the_source() {
 fn the_disk_cache_serves_a_second_handle() {
     let dir = std::env::temp_dir().join(format!("cufold-cache-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = GpuOptions::default()
-        .block_size(64)
-        .disk_cache(cufold::DiskCache::Dir(dir.clone()));
+    let opts = GpuOptions::default().disk_cache(cufold::DiskCache::Dir(dir.clone()));
     let g = Gpu::with_options(gpu().stream(), opts).unwrap();
     let dev = upload(&g, &[1.5f64, 2.5]);
     assert_eq!(g.reduce(&dev, Sum).unwrap(), 4.0);
@@ -454,13 +458,14 @@ fn the_disk_cache_serves_a_second_handle() {
 #[test]
 #[ignore = "needs NVRTC (part of the CUDA toolkit)"]
 fn every_builtin_kernel_compiles_for_hopper() {
-    use cufold::plan::KernelShape;
+    use cufold::reduce::ReduceShape;
     fn build<T: DeviceValue, O: Operator<T>>(op: O) {
         // One block size here: the other GPU tests run several (and compile them).
         for block in [256] {
-            let shape = KernelShape::for_sizes(std::mem::size_of::<T>(), block).unwrap();
+            let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), block).unwrap();
             for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
-                if let Err(e) = cufold::compile_reduce_kernel(&op.cuda(), &shape, vector, "sm_90") {
+                if let Err(e) = cufold::reduce::compile_kernel(&op.cuda(), &shape, vector, "sm_90")
+                {
                     panic!("{} over {}: {e}", O::NAME, T::cuda_name());
                 }
             }

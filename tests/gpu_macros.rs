@@ -283,11 +283,11 @@ fn transcendental_methods_are_the_cpu_within_8_ulps() {
 #[test]
 #[ignore = "needs NVRTC (part of the CUDA toolkit)"]
 fn every_macro_kernel_compiles_for_hopper() {
-    use cufold::plan::KernelShape;
+    use cufold::reduce::ReduceShape;
     fn build<T: DeviceValue, O: Operator<T>>(op: O) {
-        let shape = KernelShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap();
+        let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap();
         for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
-            if let Err(e) = cufold::compile_reduce_kernel(&op.cuda(), &shape, vector, "sm_90") {
+            if let Err(e) = cufold::reduce::compile_kernel(&op.cuda(), &shape, vector, "sm_90") {
                 panic!("{} over {}: {e}", O::NAME, T::cuda_name());
             }
         }

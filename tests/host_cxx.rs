@@ -32,6 +32,7 @@ const INTRINSICS: &str = r#"
 #include <cstring>
 #include <vector>
 #define __device__
+#define __host__
 #define __forceinline__ inline
 static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
@@ -116,7 +117,14 @@ fn shim(dir: &Path) -> String {
         !types.contains("asm("),
         "kernels/types.cuh has new inline PTX: shim it here"
     );
-    format!("{INTRINSICS}\n{types}\n{ops}\n")
+    // The headers include each other by NVRTC header name; here they are pasted in order.
+    let pasted = |text: &str| {
+        text.lines()
+            .filter(|l| !l.starts_with("#include \"cufold/"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    format!("{INTRINSICS}\n{}\n{}\n", pasted(&types), pasted(&ops))
 }
 
 const DRIVER: &str = r#"
@@ -365,7 +373,14 @@ fn build(cxx: &str, kernels: &Path, dir: &Path, cases: &[Box<dyn Case>]) -> Path
     for c in cases {
         let op = c.cuda();
         assert!(!op.source.is_empty(), "{}: no source", c.name());
-        src.push_str(&op.source);
+        // The macro prelude includes cufold/types.cuh, which the shim has pasted already.
+        let source: Vec<&str> = op
+            .source
+            .lines()
+            .filter(|l| !l.starts_with("#include \"cufold/"))
+            .collect();
+        src.push_str(&source.join("\n"));
+        src.push('\n');
         names.push(op.type_name);
     }
     src.push_str(DRIVER);

@@ -8,7 +8,8 @@ mod common;
 use common::*;
 use cudarc::driver::{CudaSlice, DevicePtr};
 use cufold::ops::*;
-use cufold::{bf16, f16, Cpu, DeviceValue, ErrorKind, Gpu, GpuOptions, ScanAlgorithm, ScanKind};
+use cufold::scan::ScanConfig;
+use cufold::{bf16, f16, Cpu, DeviceValue, ErrorKind, Gpu, ScanAlgorithm, ScanKind};
 
 const SIZES: &[usize] = &[
     0,
@@ -34,10 +35,6 @@ const ALGORITHMS: [ScanAlgorithm; 3] = [
     ScanAlgorithm::Blelloch,
     ScanAlgorithm::HillisSteele,
 ];
-
-fn with(opts: GpuOptions) -> Gpu {
-    Gpu::with_options(gpu().stream(), opts).unwrap()
-}
 
 /// The first position whose bits differ, for a readable failure (compared on all cores:
 /// some outputs here have 2^28 elements).
@@ -179,16 +176,16 @@ fn every_algorithm_and_block_size_follows_the_canonical_grouping() {
     let sizes = SIZES.iter().copied().chain([5, 100_003, 3 << 20]);
     for algo in ALGORITHMS {
         for (block, bytes) in [(32, 4), (64, 64), (256, 16), (256, 64), (1024, 8)] {
-            let opts = GpuOptions::default()
-                .scan_algorithm(algo)
-                .scan_block_size(block)
-                .scan_bytes_per_thread(bytes);
-            let g = with(opts);
-            let s = g.scanner::<u32, _>(FoldShape).unwrap();
+            let config = ScanConfig::default()
+                .algorithm(algo)
+                .block(block)
+                .bytes_per_thread(bytes);
+            let g = gpu();
+            let s = g.scanner_with::<u32, _>(FoldShape, config).unwrap();
             for n in sizes.clone() {
-                let dev = upload(&g, &vec![0u32; n]);
+                let dev = upload(g, &vec![0u32; n]);
                 for kind in KINDS {
-                    let mut out = upload(&g, &vec![poison::<Fold>(); n]);
+                    let mut out = upload(g, &vec![poison::<Fold>(); n]);
                     s.scan(&dev, &mut out, kind).unwrap();
                     let got = g.stream().clone_dtoh(&out).unwrap();
                     for (i, f) in got.iter().enumerate() {
@@ -216,19 +213,23 @@ fn results_do_not_depend_on_the_algorithm_or_the_block_size() {
             .unwrap();
         for algo in ALGORITHMS {
             for block in [32, 128, 512, 1024] {
-                let g = with(
-                    GpuOptions::default()
-                        .scan_algorithm(algo)
-                        .scan_block_size(block),
-                );
-                let dev = upload(&g, &host);
-                let got = g.scan_host(&host, Sum, ScanKind::Inclusive).unwrap();
+                let g = gpu();
+                let config = ScanConfig::default().algorithm(algo).block(block);
+                let dev = upload(g, &host);
+                let mut y = upload(g, &vec![poison::<f32>(); n]);
+                g.scanner_with::<f32, _>(Sum, config)
+                    .unwrap()
+                    .inclusive(&dev, &mut y)
+                    .unwrap();
+                let got = g.stream().clone_dtoh(&y).unwrap();
                 assert!(
                     first_difference(&got, &want).is_none(),
                     "{algo:?} {block} n={n}"
                 );
-                let mut out = upload(&g, &vec![poison::<MeanVarValue>(); n]);
-                g.scan(&dev, &mut out, MeanVar, ScanKind::Exclusive)
+                let mut out = upload(g, &vec![poison::<MeanVarValue>(); n]);
+                g.scanner_with::<f32, _>(MeanVar, config)
+                    .unwrap()
+                    .exclusive(&dev, &mut out)
                     .unwrap();
                 let got = g.stream().clone_dtoh(&out).unwrap();
                 assert!(
@@ -352,11 +353,12 @@ fn a_scan_over_2_pow_28_f32_matches_the_cpu() {
 #[test]
 #[ignore = "needs NVRTC (part of the CUDA toolkit)"]
 fn every_builtin_scan_kernel_compiles_for_hopper() {
-    use cufold::plan::{ScanShape, TypeSizes};
+    use cufold::scan::{ScanShape, TypeSizes};
     fn build<T: DeviceValue, O: Operator<T>>(op: O) {
         for algo in ALGORITHMS {
-            let shape = ScanShape::fitting(TypeSizes::of::<T, O>(), 256, 128, algo, true).unwrap();
-            if let Err(e) = cufold::compile_scan_kernel(&op.cuda(), &shape, "sm_90") {
+            let sizes = TypeSizes::of::<T, O>();
+            let shape = ScanShape::fitting(sizes, 256, 128, algo, true).unwrap();
+            if let Err(e) = cufold::scan::compile_kernel(&op.cuda(), sizes, &shape, "sm_90") {
                 panic!("{} over {} ({algo:?}): {e}", O::NAME, T::cuda_name());
             }
         }
@@ -497,17 +499,15 @@ struct WideShapeOp {{
 #[ignore = "needs a CUDA device"]
 fn smaller_look_back_chunks_follow_the_canonical_grouping() {
     for algo in ALGORITHMS {
-        let g = with(
-            GpuOptions::default()
-                .scan_algorithm(algo)
-                .scan_block_size(64),
-        );
-        let s = g.scanner::<u32, _>(WideShape).unwrap();
+        let g = gpu();
+        let s = g
+            .scanner_with::<u32, _>(WideShape, ScanConfig::default().algorithm(algo).block(64))
+            .unwrap();
         assert!(s.shape().chunk < 256, "{:?}", s.shape());
         for n in [1usize, 4097, 100_003, 1 << 20] {
-            let dev = upload(&g, &vec![0u32; n]);
+            let dev = upload(g, &vec![0u32; n]);
             for kind in KINDS {
-                let mut out = upload(&g, &vec![poison::<Fold>(); n]);
+                let mut out = upload(g, &vec![poison::<Fold>(); n]);
                 s.scan(&dev, &mut out, kind).unwrap();
                 let got = g.stream().clone_dtoh(&out).unwrap();
                 for (i, f) in got.iter().enumerate() {

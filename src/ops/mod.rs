@@ -32,6 +32,7 @@
 use crate::element::{DeviceValue, Element};
 
 mod basic;
+pub(crate) mod check;
 mod mapped;
 mod ordered;
 mod stats;

@@ -1,7 +1,7 @@
 //! The translation of an operator's Rust body into CUDA C++.
 //!
 //! Every Rust operator and method becomes a call of a helper in the C++ namespace `cfm`
-//! (src/macro_support.cuh in cufold), so that C++ overload resolution, which sees the
+//! (kernels/macro_support.cuh in cufold), so that C++ overload resolution, which sees the
 //! types, gives each the meaning Rust gives it; the macro only has to respect the syntax.
 //! The output is a list of pieces: C++ text, and Rust expressions evaluated when the
 //! operator's source is built (the C++ names of user types, exact literals of constants).

@@ -1,174 +1,14 @@
-//! The launch planner: a pure function from (N, sizes, device) to a launch plan.
+//! The scan's launch planner: pure functions from (N, type sizes, options) to a kernel shape
+//! and a launch plan, unit-tested on the CPU.
 //!
-//! Every reduction kernel combines elements along the canonical tree (crate docs), so the
-//! plan changes only the speed, never the bits: a different block size, number of loads per
-//! thread or grid gives the same result.
+//! Every scan kernel follows the canonical grouping (crate docs), so the shape changes only
+//! the speed, never the bits.
 
 use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
+use crate::gpu::check_block;
+use crate::gpu::jit::embedded::defines;
 use crate::ops::Operator;
-
-/// What the planner needs to know about the device.
-///
-/// ```
-/// let h100 = cufold::plan::DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
-/// assert_eq!(h100.sm_count, 132);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct DeviceProps {
-    /// Number of streaming multiprocessors.
-    pub sm_count: u32,
-    /// Resident threads per multiprocessor.
-    pub max_threads_per_sm: u32,
-}
-
-/// Compile-time shape of a reduction kernel: one compiled kernel serves every N.
-///
-/// ```
-/// let s = cufold::plan::KernelShape::for_sizes(4, 256).unwrap();
-/// assert_eq!((s.vec, s.loads, s.tile()), (4, 4, 4096)); // f32: 16-byte loads, 4 per thread
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct KernelShape {
-    /// Threads per block: a power of two from 32 to 1024.
-    pub block: u32,
-    /// Contiguous items per thread per load (one 16-byte vector when the input is aligned).
-    pub vec: u32,
-    /// Loads per thread per tile.
-    pub loads: u32,
-    /// Loads per thread in the final stage that reduces the per-block partials.
-    pub final_loads: u32,
-}
-
-/// Bytes each thread keeps in flight per tile.
-const BYTES_IN_FLIGHT: usize = 64;
-/// Final-stage loads per thread: the final block reduces up to `block * FINAL_LOADS` partials.
-const FINAL_LOADS: u32 = 8;
-
-impl KernelShape {
-    /// The shape for input elements of `in_size` bytes and `block` threads per block.
-    ///
-    /// Errors if `block` is not a power of two in 32..=1024.
-    ///
-    /// ```
-    /// use cufold::plan::KernelShape;
-    /// assert_eq!(KernelShape::for_sizes(2, 256).unwrap().vec, 8); // f16: 8 per 16 bytes
-    /// assert_eq!(KernelShape::for_sizes(24, 256).unwrap().vec, 1); // odd-sized structs
-    /// assert!(KernelShape::for_sizes(4, 2048).is_err());
-    /// ```
-    pub fn for_sizes(in_size: usize, block: u32) -> Result<KernelShape> {
-        if !(32..=1024).contains(&block) || !block.is_power_of_two() {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!(
-                    "block size {block} is not supported: use a power of two from 32 to 1024 \
-                     (CUDA allows at most 1024 threads per block)"
-                ),
-            ));
-        }
-        let vec = if in_size > 0 && in_size <= 16 && 16 % in_size == 0 {
-            16 / in_size
-        } else {
-            1
-        };
-        let per_load = vec * in_size.max(1);
-        // The largest power of two of loads that keeps at most BYTES_IN_FLIGHT per thread.
-        let want = (BYTES_IN_FLIGHT / per_load).clamp(1, 8);
-        let loads = 1usize << want.ilog2();
-        Ok(KernelShape {
-            block,
-            vec: vec as u32,
-            loads: loads as u32,
-            final_loads: FINAL_LOADS,
-        })
-    }
-
-    /// Positions one block covers per tile: `block * loads * vec`.
-    ///
-    /// ```
-    /// let s = cufold::plan::KernelShape::for_sizes(8, 128).unwrap();
-    /// assert_eq!(s.tile(), 128 * 4 * 2);
-    /// ```
-    pub fn tile(&self) -> u64 {
-        self.block as u64 * self.loads as u64 * self.vec as u64
-    }
-
-    /// The most partials the final stage reduces: the cap on the grid.
-    ///
-    /// ```
-    /// assert_eq!(cufold::plan::KernelShape::for_sizes(4, 256).unwrap().max_grid(), 2048);
-    /// ```
-    pub fn max_grid(&self) -> u64 {
-        self.block as u64 * self.final_loads as u64
-    }
-}
-
-/// One launch of the reduction kernel.
-///
-/// ```
-/// use cufold::plan::{plan_reduce, DeviceProps, KernelShape};
-/// let dev = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
-/// let shape = KernelShape::for_sizes(4, 256).unwrap();
-/// let small = plan_reduce(1000, &shape, &dev).unwrap();
-/// assert_eq!((small.grid, small.limit), (1, 1024)); // one block, one launch
-/// let big = plan_reduce(1 << 28, &shape, &dev).unwrap();
-/// assert!(big.grid <= 132 * 8 && big.grid * big.tiles_per_block * shape.tile() >= 1 << 28);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Plan {
-    /// Blocks in the grid (= partials written when more than one).
-    pub grid: u64,
-    /// Consecutive tiles each block reduces: a power of two.
-    pub tiles_per_block: u64,
-    /// `next_pow2(N)`: no tree node spans more positions.
-    pub limit: u64,
-}
-
-/// Plans the reduction of `n` elements with a kernel of `shape` on `dev`.
-///
-/// - N up to one tile: one block, one launch, no temporary storage.
-/// - Larger N: one launch of at most one resident wave of blocks (`sm_count *
-///   max_threads_per_sm / block`, capped by what the final stage can take), each reducing a
-///   power-of-two run of consecutive tiles; the last block to finish reduces the partials.
-///
-/// ```
-/// use cufold::plan::{plan_reduce, DeviceProps, KernelShape};
-/// let dev = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
-/// let shape = KernelShape::for_sizes(4, 256).unwrap();
-/// let p = plan_reduce(5_000_000_000, &shape, &dev).unwrap(); // past 2^32 is fine
-/// assert!(p.tiles_per_block.is_power_of_two());
-/// ```
-pub fn plan_reduce(n: u64, shape: &KernelShape, dev: &DeviceProps) -> Result<Plan> {
-    if n > 1 << 62 {
-        return Err(Error::new(
-            ErrorKind::TooLarge,
-            format!("{n} elements: cufold supports inputs of up to 2^62 elements"),
-        ));
-    }
-    let limit = n.max(1).next_power_of_two();
-    let tile = shape.tile();
-    if n <= tile {
-        return Ok(Plan {
-            grid: 1,
-            tiles_per_block: 1,
-            limit,
-        });
-    }
-    let resident =
-        (dev.sm_count as u64 * (dev.max_threads_per_sm / shape.block).max(1) as u64).max(1);
-    let cap = resident.min(shape.max_grid());
-    let tiles = n.div_ceil(tile);
-    let mut r = 1u64;
-    while tiles.div_ceil(r) > cap {
-        r *= 2;
-    }
-    let grid = tiles.div_ceil(r);
-    Ok(Plan {
-        grid,
-        tiles_per_block: r,
-        limit,
-    })
-}
 
 /// The block-level algorithm of a device-wide scan (`kernels/block.cuh`). All three compute
 /// the canonical grouping (crate docs), so they give the same bits; they differ in schedule
@@ -176,8 +16,8 @@ pub fn plan_reduce(n: u64, shape: &KernelShape, dev: &DeviceProps) -> Result<Pla
 ///
 /// ```
 /// use cufold::ScanAlgorithm;
-/// let opts = cufold::GpuOptions::default().scan_algorithm(ScanAlgorithm::WarpShuffle);
-/// assert_eq!(opts.algorithm(), ScanAlgorithm::WarpShuffle);
+/// let config = cufold::scan::ScanConfig::default().algorithm(ScanAlgorithm::WarpShuffle);
+/// assert_eq!(config.get_algorithm(), ScanAlgorithm::WarpShuffle);
 /// assert_eq!(ScanAlgorithm::default(), ScanAlgorithm::Blelloch);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -204,9 +44,9 @@ impl ScanAlgorithm {
     /// The value of `CF_ALGO` in `kernels/block.cuh`.
     pub(crate) fn cuda_id(self) -> u32 {
         match self {
-            ScanAlgorithm::WarpShuffle => 0,
-            ScanAlgorithm::Blelloch => 1,
-            ScanAlgorithm::HillisSteele => 2,
+            ScanAlgorithm::WarpShuffle => defines::CF_SCAN_WARP,
+            ScanAlgorithm::Blelloch => defines::CF_SCAN_BLELLOCH,
+            ScanAlgorithm::HillisSteele => defines::CF_SCAN_HILLIS,
         }
     }
 }
@@ -215,7 +55,7 @@ impl ScanAlgorithm {
 /// know about an operator.
 ///
 /// ```
-/// use cufold::plan::TypeSizes;
+/// use cufold::scan::TypeSizes;
 /// let s = TypeSizes::of::<cufold::f16, cufold::ops::Mean>();
 /// assert_eq!((s.input, s.acc, s.output), (2, 4, 8));
 /// ```
@@ -233,7 +73,7 @@ impl TypeSizes {
     /// The sizes for `op: O` over elements of type `T`.
     ///
     /// ```
-    /// let s = cufold::plan::TypeSizes::of::<f32, cufold::ops::ArgMax>();
+    /// let s = cufold::scan::TypeSizes::of::<f32, cufold::ops::ArgMax>();
     /// assert_eq!((s.input, s.acc, s.output), (4, 16, 16));
     /// ```
     pub fn of<T: DeviceValue, O: Operator<T>>() -> TypeSizes {
@@ -247,7 +87,7 @@ impl TypeSizes {
     /// The same size for all three (an operator such as `Sum`).
     ///
     /// ```
-    /// assert_eq!(cufold::plan::TypeSizes::uniform(8).output, 8);
+    /// assert_eq!(cufold::scan::TypeSizes::uniform(8).output, 8);
     /// ```
     pub fn uniform(size: usize) -> TypeSizes {
         TypeSizes {
@@ -261,7 +101,7 @@ impl TypeSizes {
 /// Compile-time shape of a scan kernel: one compiled kernel serves every N.
 ///
 /// ```
-/// use cufold::plan::{ScanShape, TypeSizes};
+/// use cufold::scan::{ScanShape, TypeSizes};
 /// use cufold::ScanAlgorithm;
 /// let s = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 128, ScanAlgorithm::WarpShuffle, true).unwrap();
 /// assert_eq!((s.block, s.items, s.tile()), (256, 32, 8192)); // f32 sum: 128 bytes per thread
@@ -299,7 +139,7 @@ impl ScanShape {
     /// would pass 48 KiB.
     ///
     /// ```
-    /// use cufold::plan::{ScanShape, TypeSizes};
+    /// use cufold::scan::{ScanShape, TypeSizes};
     /// use cufold::ScanAlgorithm::*;
     /// let f16 = TypeSizes::uniform(2);
     /// assert_eq!(ScanShape::for_sizes(f16, 256, 64, WarpShuffle, true).unwrap().items, 32);
@@ -315,7 +155,7 @@ impl ScanShape {
         algorithm: ScanAlgorithm,
         staging: bool,
     ) -> Result<ScanShape> {
-        KernelShape::for_sizes(sizes.input, block)?;
+        check_block(block)?;
         let fit = |bytes: usize, size: usize| {
             let k = (bytes / size.max(1)).max(1);
             1usize << k.ilog2()
@@ -349,7 +189,7 @@ impl ScanShape {
     /// memory fits (at least 32): a default that works for every operator.
     ///
     /// ```
-    /// use cufold::plan::{ScanShape, TypeSizes};
+    /// use cufold::scan::{ScanShape, TypeSizes};
     /// use cufold::ScanAlgorithm::Blelloch;
     /// assert_eq!(ScanShape::fitting(TypeSizes::uniform(4), 256, 64, Blelloch, true).unwrap().block, 256);
     /// assert_eq!(ScanShape::fitting(TypeSizes::uniform(128), 256, 64, Blelloch, false).unwrap().block, 64);
@@ -361,7 +201,7 @@ impl ScanShape {
         algorithm: ScanAlgorithm,
         staging: bool,
     ) -> Result<ScanShape> {
-        KernelShape::for_sizes(sizes.input, block)?;
+        check_block(block)?;
         let mut b = block;
         loop {
             match ScanShape::for_sizes(sizes, b, bytes_per_thread, algorithm, staging) {
@@ -374,7 +214,7 @@ impl ScanShape {
     /// Positions one block scans: `block * items`.
     ///
     /// ```
-    /// use cufold::plan::{ScanShape, TypeSizes};
+    /// use cufold::scan::{ScanShape, TypeSizes};
     /// let s = ScanShape::for_sizes(TypeSizes::uniform(8), 128, 64, Default::default(), true).unwrap();
     /// assert_eq!(s.tile(), 128 * 8);
     /// ```
@@ -382,11 +222,13 @@ impl ScanShape {
         self.block as u64 * self.items as u64
     }
 
-    /// Static shared memory of the kernel for these type sizes (an estimate that errs high
-    /// by a few bytes).
+    /// Static shared memory of the kernel for these type sizes: the sum of its `__shared__`
+    /// arrays plus 64 bytes for their alignment and small flags. The kernel checks this
+    /// number at compile time (a `static_assert` in kernels/scan.cuh), so it cannot drift
+    /// from the kernel's arrays.
     ///
     /// ```
-    /// use cufold::plan::{ScanShape, TypeSizes};
+    /// use cufold::scan::{ScanShape, TypeSizes};
     /// let s = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 64, Default::default(), false).unwrap();
     /// assert!(s.shared_bytes(TypeSizes::uniform(4)) < 8192);
     /// ```
@@ -407,8 +249,9 @@ impl ScanShape {
                     0
                 }
             };
+            // As the kernel declares it: one vector per warp when no run is whole.
             let v = vectors(sizes.input).max(vectors(sizes.output));
-            (b / 32) * 32 * (v.max(1) + 1) * 16
+            (b / 32) * if v > 0 { 32 * (v + 1) } else { 1 } * 16
         } else {
             0
         };
@@ -420,10 +263,10 @@ impl ScanShape {
 /// One launch of the scan kernel: one block per tile.
 ///
 /// ```
-/// use cufold::plan::{plan_scan, ScanShape, TypeSizes};
+/// use cufold::scan::{plan, ScanShape, TypeSizes};
 /// let shape = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 64, Default::default(), true).unwrap();
-/// assert_eq!(plan_scan(1000, &shape).unwrap().tiles, 1);
-/// assert_eq!(plan_scan(1 << 28, &shape).unwrap().tiles, 1 << 16);
+/// assert_eq!(plan(1000, &shape).unwrap().tiles, 1);
+/// assert_eq!(plan(1 << 28, &shape).unwrap().tiles, 1 << 16);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ScanPlan {
@@ -438,12 +281,12 @@ pub struct ScanPlan {
 /// CUDA grid holds.
 ///
 /// ```
-/// use cufold::plan::{plan_scan, ScanShape, TypeSizes};
+/// use cufold::scan::{plan, ScanShape, TypeSizes};
 /// let shape = ScanShape::for_sizes(TypeSizes::uniform(1), 256, 64, Default::default(), true).unwrap();
-/// assert_eq!(plan_scan(5_000_000_000, &shape).unwrap().tiles, 610_352); // past 2^32 is fine
-/// assert!(plan_scan(1 << 50, &shape).is_err());
+/// assert_eq!(plan(5_000_000_000, &shape).unwrap().tiles, 610_352); // past 2^32 is fine
+/// assert!(plan(1 << 50, &shape).is_err());
 /// ```
-pub fn plan_scan(n: u64, shape: &ScanShape) -> Result<ScanPlan> {
+pub fn plan(n: u64, shape: &ScanShape) -> Result<ScanPlan> {
     let tile = shape.tile();
     let tiles = n.div_ceil(tile).max(1);
     if tiles > i32::MAX as u64 {
@@ -462,74 +305,6 @@ pub fn plan_scan(n: u64, shape: &ScanShape) -> Result<ScanPlan> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const H100: DeviceProps = DeviceProps {
-        sm_count: 132,
-        max_threads_per_sm: 2048,
-    };
-
-    #[test]
-    fn shapes_use_16_byte_loads() {
-        for (size, vec) in [(1, 16), (2, 8), (4, 4), (8, 2), (16, 1), (32, 1), (12, 1)] {
-            let s = KernelShape::for_sizes(size, 256).unwrap();
-            assert_eq!(s.vec, vec, "size {size}");
-            assert!(s.loads.is_power_of_two() && s.loads <= 8);
-            assert!(s.vec as usize * size * s.loads as usize <= 64 || s.loads == 1);
-        }
-    }
-
-    #[test]
-    fn bad_block_sizes_are_errors() {
-        for b in [0, 16, 48, 100, 2048] {
-            let e = KernelShape::for_sizes(4, b).unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::InvalidConfig);
-            assert!(e.to_string().contains("1024"));
-        }
-    }
-
-    #[test]
-    fn plans_cover_the_input_exactly_once() {
-        for block in [32, 128, 256, 1024] {
-            for size in [1usize, 2, 4, 8, 16, 32] {
-                let s = KernelShape::for_sizes(size, block).unwrap();
-                for n in [
-                    0u64,
-                    1,
-                    2,
-                    31,
-                    4095,
-                    4096,
-                    4097,
-                    1 << 20,
-                    10_000_019,
-                    1 << 28,
-                    (1 << 32) + 3,
-                    1 << 40,
-                ] {
-                    let p = plan_reduce(n, &s, &H100).unwrap();
-                    let span = p.grid * p.tiles_per_block * s.tile();
-                    assert!(span >= n, "{n}: plan covers {span}");
-                    // No block is entirely past the end.
-                    assert!((p.grid - 1) * p.tiles_per_block * s.tile() < n.max(1));
-                    assert!(p.tiles_per_block.is_power_of_two());
-                    assert!(p.grid <= s.max_grid());
-                    assert_eq!(p.limit, n.max(1).next_power_of_two());
-                    // A block's run of tiles is an aligned subtree of the canonical tree.
-                    assert!(p.tiles_per_block * s.tile() <= p.limit || p.grid == 1);
-                    if n <= s.tile() {
-                        assert_eq!((p.grid, p.tiles_per_block), (1, 1));
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn large_inputs_fill_one_wave() {
-        let s = KernelShape::for_sizes(4, 256).unwrap();
-        let p = plan_reduce(1 << 28, &s, &H100).unwrap();
-        assert!(p.grid > 132 * 8 / 2 && p.grid <= 132 * 8, "{p:?}");
-    }
 
     #[test]
     fn scan_shapes_fit_registers_and_shared_memory() {
@@ -591,21 +366,9 @@ mod tests {
         )
         .unwrap();
         for n in [0u64, 1, 4095, 4096, 4097, 1 << 28, (1 << 32) + 3] {
-            let p = plan_scan(n, &s).unwrap();
+            let p = plan(n, &s).unwrap();
             assert!(p.tiles * p.tile >= n && (p.tiles - 1) * p.tile < n.max(1));
         }
-        assert_eq!(
-            plan_scan(u64::MAX, &s).unwrap_err().kind(),
-            ErrorKind::TooLarge
-        );
-    }
-
-    #[test]
-    fn huge_inputs_are_errors_not_overflows() {
-        let s = KernelShape::for_sizes(4, 256).unwrap();
-        assert_eq!(
-            plan_reduce(u64::MAX, &s, &H100).unwrap_err().kind(),
-            ErrorKind::TooLarge
-        );
+        assert_eq!(plan(u64::MAX, &s).unwrap_err().kind(), ErrorKind::TooLarge);
     }
 }

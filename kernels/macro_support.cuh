@@ -8,10 +8,13 @@
 // operand it meets, as Rust's inference gives it. Kernels are compiled with --fmad=false,
 // so `a * b + c` is two roundings on both sides, and `mul_add` one (::fmaf) on both sides.
 //
-// This text is embedded by src/macro_support.rs and placed in each translated operator's
-// source once, under an include guard; it needs the cf:: types of kernels/types.cuh.
+// This text is embedded by build.rs and placed at the head of each translated operator's
+// source (src/macro_support.rs), under an include guard, so that the source stands alone
+// (the host C++ test compiles it without NVRTC's header list).
 #ifndef CUFOLD_MACRO_SUPPORT
 #define CUFOLD_MACRO_SUPPORT
+
+#include "cufold/types.cuh"
 
 namespace cfm {
 

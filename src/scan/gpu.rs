@@ -1,61 +1,75 @@
-//! Device-wide scans on the GPU: a compiled kernel per operator and element type, one launch
+//! The scan on the GPU: a compiled kernel per operator, element type and shape, one launch
 //! per scan, on the caller's stream.
 
+use super::plan::{plan, ScanPlan, ScanShape, TypeSizes};
+use super::{ScanConfig, ScanKind};
 use crate::element::DeviceValue;
-use crate::error::{Error, ErrorKind, Result};
-use crate::gpu::{alloc_scratch, Gpu, ScanScratch};
-use crate::jit;
-use crate::ops::Operator;
-use crate::plan::{plan_scan, ScanPlan, ScanShape, TypeSizes};
+use crate::error::{Error, Result};
+use crate::gpu::jit::{self, embedded::defines};
+use crate::gpu::Gpu;
+use crate::ops::check::{check_scan_lengths, check_scannable};
+use crate::ops::{CudaOp, Operator};
 use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use std::marker::PhantomData;
 
-/// Which prefix each output position holds.
+/// 64-bit words per published accumulator in the look-back's slots (kernels/lookback.cuh's
+/// `NodeSlots::WORDS`, which the kernel checks against this): each 32-bit word of the
+/// accumulator beside the launch's epoch.
+fn slot_words(acc_bytes: usize) -> usize {
+    acc_bytes.div_ceil(4)
+}
+
+/// The full CUDA source of the scan kernel for `op` (with these type `sizes`) and
+/// compile-time `shape`.
 ///
 /// ```
-/// use cufold::{ops::Sum, Cpu, ScanKind};
-/// let cpu = Cpu::new();
-/// assert_eq!(cpu.scan(&[1, 2, 3], Sum, ScanKind::Inclusive)?, [1, 3, 6]);
-/// assert_eq!(cpu.scan(&[1, 2, 3], Sum, ScanKind::Exclusive)?, [0, 1, 3]);
+/// use cufold::ops::{Operator, Sum};
+/// use cufold::scan::{ScanShape, TypeSizes};
+/// let sizes = TypeSizes::uniform(4);
+/// let shape = ScanShape::for_sizes(sizes, 256, 64, cufold::ScanAlgorithm::Blelloch, true).unwrap();
+/// let src = cufold::scan::kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), sizes, &shape);
+/// assert!(src.contains("#define CF_OP cf::Sum<float>") && src.contains("#define CF_ALGO 1"));
+/// assert!(src.contains("#include \"cufold/scan.cuh\""));
+/// ```
+pub fn kernel_source(op: &CudaOp, sizes: TypeSizes, shape: &ScanShape) -> String {
+    jit::kernel_source(
+        "scan",
+        op,
+        &[
+            ("CF_BLOCK", shape.block.to_string()),
+            ("CF_ITEMS", shape.items.to_string()),
+            ("CF_ALGO", shape.algorithm.cuda_id().to_string()),
+            ("CF_STAGING", (shape.staging as u32).to_string()),
+            ("CF_CHUNK", shape.chunk.to_string()),
+            ("CF_SLOT_WORDS", slot_words(sizes.acc).to_string()),
+            ("CF_SHARED_BYTES", shape.shared_bytes(sizes).to_string()),
+        ],
+    )
+}
+
+/// Compiles the scan kernel of `op` (with these type `sizes`) for the GPU architecture
+/// `arch` (such as `"sm_90"`) and returns its CUBIN; like
+/// [`reduce::compile_kernel`](crate::reduce::compile_kernel), it needs NVRTC but no device.
+///
+/// ```no_run
+/// use cufold::ops::{Operator, Sum};
+/// use cufold::scan::{ScanShape, TypeSizes};
+/// let sizes = TypeSizes::uniform(4);
+/// let shape = ScanShape::for_sizes(sizes, 256, 128, Default::default(), true)?;
+/// let cubin = cufold::scan::compile_kernel(&<Sum as Operator<f32>>::cuda(&Sum), sizes, &shape, "sm_90")?;
+/// assert!(!cubin.is_empty());
 /// # Ok::<(), cufold::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ScanKind {
-    /// Output `i` combines inputs `0..=i`: `finish(prefix, i + 1)`.
-    Inclusive,
-    /// Output `i` combines inputs `0..i`: `finish(prefix, i)`, and output 0 is
-    /// `finish(identity, 0)`.
-    Exclusive,
-}
-
-/// Mode bits of the kernel (kernels/scan.cuh).
-const EXCLUSIVE: u32 = 1;
-const X_ALIGNED: u32 = 2;
-const Y_ALIGNED: u32 = 4;
-const IN_PLACE: u32 = 8;
-/// Bytes before the flags: the ticket counter.
-const TICKET_BYTES: usize = 256;
-
-pub(crate) fn check_scannable<T: DeviceValue, O: Operator<T>>() -> Result<()> {
-    if !O::SCANNABLE {
-        return Err(Error::new(
-            ErrorKind::InvalidConfig,
-            format!(
-                "{} cannot be scanned: its combine is associative only on the balanced tree of a \
-                 reduction, so its prefixes mean nothing (scan Mean for running means)",
-                O::NAME
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn length_mismatch(n: usize, out: usize) -> Error {
-    Error::new(
-        ErrorKind::LengthMismatch,
-        format!(
-            "a scan writes one output per input: the input has {n} elements but the output {out}"
-        ),
+pub fn compile_kernel(
+    op: &CudaOp,
+    sizes: TypeSizes,
+    shape: &ScanShape,
+    arch: &str,
+) -> Result<Vec<u8>> {
+    jit::probe_nvrtc()?;
+    jit::compile(
+        &kernel_source(op, sizes, shape),
+        &jit::compile_options(arch),
     )
 }
 
@@ -106,19 +120,19 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Scanner<T, O> {
 }
 
 impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
-    pub(crate) fn new(gpu: Gpu, op: O) -> Result<Self> {
+    pub(crate) fn new(gpu: Gpu, op: O, config: ScanConfig) -> Result<Self> {
         check_scannable::<T, O>()?;
-        let opts = &gpu.inner.opts;
+        let sizes = TypeSizes::of::<T, O>();
         let shape = ScanShape::fitting(
-            TypeSizes::of::<T, O>(),
-            opts.scan_block(),
-            opts.scan_bytes() as usize,
-            opts.algorithm(),
-            opts.scan_staging(),
+            sizes,
+            config.get_block(),
+            config.get_bytes_per_thread() as usize,
+            config.get_algorithm(),
+            config.get_staging(),
         )?;
         let cuda = op.cuda();
         let function = gpu.kernel("cf_scan", &cuda, &shape, || {
-            jit::scan_kernel_source(&cuda, &shape)
+            kernel_source(&cuda, sizes, &shape)
         })?;
         Ok(Scanner {
             gpu,
@@ -162,7 +176,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn plan(&self, n: u64) -> Result<ScanPlan> {
-        plan_scan(n, &self.shape)
+        plan(n, &self.shape)
     }
 
     /// Enqueues the inclusive scan of `x` into `out` (the same length): output `i` is
@@ -224,9 +238,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         out: &mut impl DevicePtrMut<O::Out>,
         kind: ScanKind,
     ) -> Result<()> {
-        if x.len() != out.len() {
-            return Err(length_mismatch(x.len(), out.len()));
-        }
+        check_scan_lengths(x.len(), out.len())?;
         let stream = &self.gpu.inner.stream;
         let (x_ptr, _x_guard) = x.device_ptr(stream);
         let (y_ptr, _y_guard) = out.device_ptr_mut(stream);
@@ -263,99 +275,59 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         let stream = &inner.stream;
         let mut mode = 0;
         if kind == ScanKind::Exclusive {
-            mode |= EXCLUSIVE;
+            mode |= defines::CF_SCAN_EXCLUSIVE;
         }
         if x_ptr % 16 == 0 {
-            mode |= X_ALIGNED;
+            mode |= defines::CF_SCAN_X_ALIGNED;
         }
         if y_ptr % 16 == 0 {
-            mode |= Y_ALIGNED;
+            mode |= defines::CF_SCAN_Y_ALIGNED;
         }
         if in_place {
-            mode |= IN_PLACE;
+            mode |= defines::CF_SCAN_IN_PLACE;
         }
-        let mut scratch = inner.scan_scratch.lock().unwrap();
-        let (epoch, base, ticket, leaves, nodes) = if plan.tiles > 1 {
-            // Per tile, a leaf and a node, each 32-bit word in a 64-bit word beside the epoch.
-            let slots = plan.tiles as usize * std::mem::size_of::<O::Acc>().div_ceil(4) * 8;
-            let need = TICKET_BYTES + 2 * slots;
-            if scratch.bytes < need {
-                let bytes = need.max(64 * 1024).next_power_of_two();
-                let (buf, ptr) =
-                    alloc_scratch(stream, bytes, "allocating the scan's look-back memory")?;
-                *scratch = ScanScratch {
-                    buf: Some(buf),
-                    ptr,
-                    bytes,
-                    epoch: scratch.epoch,
-                    tickets: 0,
-                };
-            }
-            next_epoch(stream, &mut scratch)?;
-            let p = scratch.ptr;
-            let leaves = p + TICKET_BYTES as u64;
-            (
-                scratch.epoch,
-                scratch.tickets,
-                p,
-                leaves,
-                leaves + slots as u64,
-            )
-        } else {
-            (0, 0, 0, 0, 0)
-        };
         let cfg = LaunchConfig {
             grid_dim: (plan.tiles as u32, 1, 1),
             block_dim: (self.shape.block, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut launch = stream.launch_builder(&self.function);
-        launch
-            .arg(&x_ptr)
-            .arg(&y_ptr)
-            .arg(&n)
-            .arg(&plan.tiles)
-            .arg(&mode)
-            .arg(&epoch)
-            .arg(&base)
-            .arg(&ticket)
-            .arg(&leaves)
-            .arg(&nodes);
-        // SAFETY: the kernel's parameters are (const In*, Out*, u64, u64, unsigned, unsigned,
-        // u64, u64*, u64*, u64*), matching the values pushed. x and y hold n elements of In
-        // and Out (the same memory only for in-place scans, where In = Out and the kernel
-        // reads every element of a tile before writing it). With more than one tile, ticket,
-        // leaves and nodes point into this handle's look-back memory: a ticket counter that
-        // has handed out `base` tickets, then a leaf and a node of ceil(size_of::<Acc>() / 4)
-        // 64-bit words per tile; this launch's epoch differs from every epoch written there
-        // before, and the memory is used only on this stream, in order.
-        unsafe { launch.launch(cfg) }.map_err(|e| Error::driver("launching the scan kernel", e))?;
-        if plan.tiles > 1 {
-            scratch.tickets += plan.tiles;
-        }
-        Ok(())
+        // Per tile, a leaf and a node of `slot_words` 64-bit words each.
+        let (slot_bytes, tickets) = if plan.tiles > 1 {
+            let words = plan.tiles as usize * slot_words(std::mem::size_of::<O::Acc>());
+            (2 * 8 * words, plan.tiles)
+        } else {
+            (0, 0)
+        };
+        let mut arena = inner.scratch.lock().unwrap();
+        arena.with_lease(stream, slot_bytes, 0, tickets, |lease| {
+            let leaves = lease.slots;
+            let nodes = leaves + slot_bytes as u64 / 2;
+            let mut launch = stream.launch_builder(&self.function);
+            launch
+                .arg(&x_ptr)
+                .arg(&y_ptr)
+                .arg(&n)
+                .arg(&plan.tiles)
+                .arg(&mode)
+                .arg(&lease.epoch)
+                .arg(&lease.ticket_base)
+                .arg(&lease.ticket)
+                .arg(&leaves)
+                .arg(&nodes);
+            // SAFETY: the kernel's parameters are (const In*, Out*, u64, u64, unsigned,
+            // unsigned, u64, u64*, u64*, u64*), matching the values pushed. x and y hold n
+            // elements of In and Out (the same memory only for in-place scans, where In = Out
+            // and the kernel reads every element of a tile before writing it). With more than
+            // one tile, the ticket counter has handed out `ticket_base` tickets, and leaves
+            // and nodes each hold `slot_words` 64-bit words per tile in the handle's slot
+            // region, where this launch's epoch differs from every epoch written before; the
+            // memory is used only on this stream, in order.
+            unsafe { launch.launch(cfg) }
+                .map(|_| ())
+                .map_err(|e| Error::driver("launching the scan kernel", e))
+        })
     }
 }
-
-/// Advances the epoch; when it would wrap, clears the flags so that no old flag can equal a
-/// new epoch.
-fn next_epoch(
-    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
-    s: &mut ScanScratch,
-) -> Result<()> {
-    if s.epoch == u32::MAX {
-        if let Some(buf) = s.buf.as_mut() {
-            stream
-                .memset_zeros(buf)
-                .map_err(|e| Error::driver("clearing the scan's look-back memory", e))?;
-        }
-        s.epoch = 0;
-        s.tickets = 0;
-    }
-    s.epoch += 1;
-    Ok(())
-}
-
 impl Gpu {
     /// A scanner for `op` over elements of type `T`: its kernel is compiled (or loaded from
     /// a cache) now, once.
@@ -369,7 +341,25 @@ impl Gpu {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn scanner<T: DeviceValue, O: Operator<T>>(&self, op: O) -> Result<Scanner<T, O>> {
-        Scanner::new(self.clone(), op)
+        Scanner::new(self.clone(), op, ScanConfig::default())
+    }
+
+    /// A scanner for `op` built with `config` (block size, bytes per thread, block-level
+    /// algorithm, staging): the speed changes, never the bits.
+    ///
+    /// ```no_run
+    /// use cufold::scan::{ScanAlgorithm, ScanConfig};
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let config = ScanConfig::default().algorithm(ScanAlgorithm::WarpShuffle);
+    /// let cumsum = gpu.scanner_with::<f32, _>(cufold::ops::Sum, config)?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scanner_with<T: DeviceValue, O: Operator<T>>(
+        &self,
+        op: O,
+        config: ScanConfig,
+    ) -> Result<Scanner<T, O>> {
+        Scanner::new(self.clone(), op, config)
     }
 
     /// Enqueues the scan of `x` into `out` on the stream and returns at once (a shorthand

@@ -1,0 +1,166 @@
+// cufold: moving values between global memory and registers.
+//
+// `cf::load_cg` reads values other blocks of the same launch wrote (around L1).
+// `cf::load_run` / `cf::store_run` move a thread's run of J contiguous values, with 16-byte
+// accesses where the run is aligned and whole. Staging (`cf::stage_runs`, `cf::lift_staged`,
+// `cf::store_run_warp`) moves a warp's 32 runs through shared memory so that global
+// accesses are coalesced 16-byte copies, loads by cp.async.
+#pragma once
+
+#include "cufold/types.cuh"
+
+namespace cf {
+
+// Values written by other blocks of this launch (partials): read around L1.
+template <class T> __device__ __forceinline__ T load_cg(const T* p) {
+    T r;
+    if (sizeof(T) % 4 == 0) {
+        unsigned w[sizeof(T) / 4 + 1];
+        const unsigned* q = reinterpret_cast<const unsigned*>(p);
+#pragma unroll
+        for (int i = 0; i < (int)(sizeof(T) / 4); ++i) w[i] = __ldcg(q + i);
+        memcpy(&r, w, sizeof(T));
+    } else if (sizeof(T) % 2 == 0) {
+        unsigned short w[sizeof(T) / 2 + 1];
+        const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
+#pragma unroll
+        for (int i = 0; i < (int)(sizeof(T) / 2); ++i) w[i] = __ldcg(q + i);
+        memcpy(&r, w, sizeof(T));
+    } else {
+        unsigned char w[sizeof(T)];
+        const unsigned char* q = reinterpret_cast<const unsigned char*>(p);
+#pragma unroll
+        for (int i = 0; i < (int)sizeof(T); ++i) w[i] = __ldcg(q + i);
+        memcpy(&r, w, sizeof(T));
+    }
+    return r;
+}
+
+// Loads and lifts the run of J positions at `pos` (identity past n): 16-byte loads when
+// the run is aligned and whole, read-only-cache loads unless the input is being overwritten.
+template <int J, class Op>
+__device__ __forceinline__ void load_run(const Op& op, const typename Op::In* x, u64 n, u64 pos, bool aligned,
+                                         bool in_place, typename Op::Acc (&a)[J]) {
+    typedef typename Op::In In;
+    constexpr int BYTES = J * (int)sizeof(In);
+    if constexpr (BYTES % 16 == 0) {
+        if (aligned && pos + J <= n) {
+            const uint4* src = reinterpret_cast<const uint4*>(x + pos);
+            uint4 raw[BYTES / 16];
+#pragma unroll
+            for (int i = 0; i < BYTES / 16; ++i) raw[i] = in_place ? src[i] : __ldg(src + i);
+            In v[J];
+            memcpy(v, raw, sizeof(v));
+#pragma unroll
+            for (int j = 0; j < J; ++j) a[j] = op.lift(v[j], pos + j);
+            return;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < J; ++j) a[j] = pos + j < n ? op.lift(x[pos + j], pos + j) : op.identity();
+}
+
+// Stores the run of J outputs at `pos` (none past n): 16-byte stores when aligned and whole.
+template <int J, class Out>
+__device__ __forceinline__ void store_run(Out* y, u64 n, u64 pos, bool aligned, const Out (&o)[J]) {
+    constexpr int BYTES = J * (int)sizeof(Out);
+    if constexpr (BYTES % 16 == 0) {
+        if (aligned && pos + J <= n) {
+            uint4 raw[BYTES / 16];
+            memcpy(raw, o, sizeof(o));
+            uint4* dst = reinterpret_cast<uint4*>(y + pos);
+#pragma unroll
+            for (int i = 0; i < BYTES / 16; ++i) dst[i] = raw[i];
+            return;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+        if (pos + j < n) y[pos + j] = o[j];
+}
+
+// Vectors of a run of J values of type T: J * sizeof(T) / 16 when that is whole (else 0).
+template <int J, class T> struct RunVectors {
+    static constexpr int R = (J * (int)sizeof(T)) % 16 == 0 ? J * (int)sizeof(T) / 16 : 0;
+};
+
+// Staging (ScanShape::staging): the warp's 32 runs (32 J contiguous positions) move between
+// global memory and a per-warp buffer with coalesced 16-byte accesses (lane l takes vectors
+// l, l + 32, ...; loads by cp.async, so they travel while the look-back starts), and between
+// the buffer and the lanes' registers run by run. Each run is padded by one vector in the
+// buffer, so that lanes reading their runs hit different banks. `stage` holds 32 * (R + 1)
+// vectors.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+// Starts copying the warp's 32 runs into `stage` (asynchronously, 16-byte coalesced copies)
+// when the warp's span is whole and aligned; returns whether it did. Every lane of the warp
+// gets the same answer.
+template <int J, class In>
+__device__ __forceinline__ bool stage_runs(const In* x, u64 n, u64 pos, bool aligned, uint4* stage) {
+    constexpr int R = RunVectors<J, In>::R;
+    if constexpr (R > 0) {
+        const int lane = threadIdx.x & 31;
+        const u64 wpos = pos - (u64)lane * J;
+        if (!aligned || wpos + 32 * J > n) return false;
+        const uint4* src = reinterpret_cast<const uint4*>(x + wpos);
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            const int v = i * 32 + lane;
+            cp_async16(stage + v + v / R, src + v);
+        }
+        return true;
+    }
+    return false;
+}
+
+// Waits for the copies stage_runs started and lifts this lane's run from the buffer.
+template <int J, class Op>
+__device__ __forceinline__ void lift_staged(const Op& op, u64 pos, typename Op::Acc (&a)[J], const uint4* stage) {
+    typedef typename Op::In In;
+    constexpr int R = RunVectors<J, In>::R;
+    if constexpr (R > 0) {
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        __syncwarp();
+        const int lane = threadIdx.x & 31;
+        uint4 raw[R];
+#pragma unroll
+        for (int k = 0; k < R; ++k) raw[k] = stage[lane * (R + 1) + k];
+        __syncwarp();
+        In vals[J];
+        memcpy(vals, raw, sizeof(vals));
+#pragma unroll
+        for (int j = 0; j < J; ++j) a[j] = op.lift(vals[j], pos + j);
+    }
+}
+
+// Stores this lane's run through the buffer when the warp's span is whole and aligned;
+// returns whether it did (the same answer in every lane of the warp).
+template <int J, class Out>
+__device__ __forceinline__ bool store_run_warp(Out* y, u64 n, u64 pos, bool aligned, const Out (&o)[J],
+                                               uint4* stage) {
+    constexpr int R = RunVectors<J, Out>::R;
+    if constexpr (R > 0) {
+        const int lane = threadIdx.x & 31;
+        const u64 wpos = pos - (u64)lane * J;
+        if (!aligned || wpos + 32 * J > n) return false;
+        uint4 raw[R];
+        memcpy(raw, o, sizeof(raw));
+#pragma unroll
+        for (int k = 0; k < R; ++k) stage[lane * (R + 1) + k] = raw[k];
+        __syncwarp();
+        uint4* dst = reinterpret_cast<uint4*>(y + wpos);
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            const int v = i * 32 + lane;
+            dst[v] = stage[v + v / R];
+        }
+        __syncwarp();
+        return true;
+    }
+    return false;
+}
+
+}  // namespace cf

@@ -1,0 +1,257 @@
+//! The GPU core that every primitive is built on: the [`Gpu`] handle (the caller's stream,
+//! the device's properties, [`GpuOptions`]), its scratch arena (one ticket counter, one
+//! epoch), kernel sources and NVRTC (`jit`), and the compiled-kernel cache (`cache`).
+//!
+//! The primitives (`crate::reduce`, `crate::scan`) each add their own `impl Gpu` block with
+//! their entry points; this module knows none of them.
+
+pub(crate) mod cache;
+pub(crate) mod jit;
+mod options;
+pub(crate) mod scratch;
+
+pub use cache::DiskCache;
+pub use jit::{cuda_header, cuda_headers};
+pub use options::GpuOptions;
+
+use crate::element::DeviceValue;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ops::CudaOp;
+use cudarc::driver::sys::CUdevice_attribute as Attr;
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream};
+use std::sync::{Arc, Mutex};
+
+/// What the launch planners need to know about the device.
+///
+/// ```
+/// let h100 = cufold::gpu::DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
+/// assert_eq!(h100.sm_count, 132);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DeviceProps {
+    /// Number of streaming multiprocessors.
+    pub sm_count: u32,
+    /// Resident threads per multiprocessor.
+    pub max_threads_per_sm: u32,
+}
+
+/// Checks a block size: a power of two from 32 to 1024, which every kernel assumes.
+pub(crate) fn check_block(block: u32) -> Result<()> {
+    if !(32..=1024).contains(&block) || !block.is_power_of_two() {
+        return Err(Error::new(
+            ErrorKind::InvalidConfig,
+            format!(
+                "block size {block} is not supported: use a power of two from 32 to 1024 \
+                 (CUDA allows at most 1024 threads per block)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that the CUDA driver and NVRTC libraries can be loaded, so that cudarc (which
+/// panics when it cannot find them) is never asked to.
+fn probe_libraries() -> Result<()> {
+    // SAFETY: only tries to dlopen the libraries by their usual names.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(Error::new(
+            ErrorKind::NoCuda,
+            "no CUDA driver: libcuda could not be loaded (install the NVIDIA driver, or use cufold::Cpu)",
+        ));
+    }
+    jit::probe_nvrtc()?;
+    Ok(())
+}
+
+pub(crate) struct Inner {
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) props: DeviceProps,
+    pub(crate) arch: String,
+    name: String,
+    opts: GpuOptions,
+    pub(crate) scratch: Mutex<scratch::Arena>,
+}
+
+/// A handle for running cufold on a CUDA stream: the caller's stream, the caller's buffers.
+///
+/// Cheap to clone. It holds a small temporary buffer (the per-block partials of large
+/// reductions, the look-back state of scans), allocated once and grown when needed; work
+/// is only ever enqueued on the handle's stream, in order, so reuse is safe without host
+/// synchronisation.
+///
+/// ```no_run
+/// let gpu = cufold::Gpu::open(0)?; // or Gpu::new(&stream) on a stream of your own
+/// let x = gpu.stream().clone_htod(&[1.0f32, 2.0, 3.0]).unwrap();
+/// let total: f32 = gpu.reduce(&x, cufold::ops::Sum)?;
+/// let best = gpu.reduce(&x, cufold::ops::ArgMax)?;
+/// assert_eq!((total, best.index), (6.0, 2));
+/// # Ok::<(), cufold::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Gpu {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu")
+            .field("device", &self.inner.name)
+            .field("arch", &self.inner.arch)
+            .finish()
+    }
+}
+
+impl Gpu {
+    /// A handle on `stream` (a stream of your own cudarc context) with default options.
+    ///
+    /// Errors with [`ErrorKind::NoCuda`] when NVRTC cannot be loaded. (cudarc's
+    /// `CudaContext::new` panics when there is no driver: [`Gpu::open`] checks first.)
+    ///
+    /// ```no_run
+    /// let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    /// let gpu = cufold::Gpu::new(&ctx.default_stream())?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn new(stream: &Arc<CudaStream>) -> Result<Gpu> {
+        Gpu::with_options(stream, GpuOptions::default())
+    }
+
+    /// A handle on `stream` with `opts`.
+    ///
+    /// ```no_run
+    /// let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    /// let opts = cufold::GpuOptions::default().disk_cache(cufold::DiskCache::Off);
+    /// let gpu = cufold::Gpu::with_options(&ctx.default_stream(), opts)?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn with_options(stream: &Arc<CudaStream>, opts: GpuOptions) -> Result<Gpu> {
+        probe_libraries()?;
+        let ctx = stream.context();
+        let attr = |a| {
+            ctx.attribute(a)
+                .map_err(|e| Error::driver("reading device properties", e))
+        };
+        let props = DeviceProps {
+            sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            max_threads_per_sm: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?
+                as u32,
+        };
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| Error::driver("reading the compute capability", e))?;
+        let name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
+        Ok(Gpu {
+            inner: Arc::new(Inner {
+                stream: stream.clone(),
+                props,
+                arch: format!("sm_{major}{minor}"),
+                name,
+                opts,
+                scratch: Mutex::new(scratch::Arena::default()),
+            }),
+        })
+    }
+
+    /// Opens device `ordinal` and a handle on its default stream, or explains why not:
+    /// no driver, no NVRTC, or no such device is an [`ErrorKind::NoCuda`] error, never a
+    /// panic.
+    ///
+    /// ```
+    /// match cufold::Gpu::open(0) {
+    ///     Ok(gpu) => println!("running on {}", gpu.device_name()),
+    ///     Err(e) => println!("no GPU: {e}"),
+    /// }
+    /// ```
+    pub fn open(ordinal: usize) -> Result<Gpu> {
+        probe_libraries()?;
+        let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::NoCuda,
+                    "the CUDA driver could not be initialised",
+                )
+            })?
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::NoCuda,
+                    format!("CUDA device {ordinal} could not be opened: {e:?}"),
+                )
+                .with_source(e)
+            })?;
+        Gpu::new(&ctx.default_stream())
+    }
+
+    /// The stream everything is enqueued on.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let x = gpu.stream().clone_htod(&[1u32, 2, 3]).unwrap();
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.inner.stream
+    }
+
+    /// The device's name, as the driver reports it.
+    ///
+    /// ```no_run
+    /// println!("{}", cufold::Gpu::open(0)?.device_name());
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn device_name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The properties the launch planners use.
+    ///
+    /// ```no_run
+    /// assert!(cufold::Gpu::open(0)?.props().sm_count > 0);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn props(&self) -> DeviceProps {
+        self.inner.props
+    }
+
+    /// The options the handle was made with.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// assert_eq!(gpu.options(), &cufold::GpuOptions::default());
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn options(&self) -> &GpuOptions {
+        &self.inner.opts
+    }
+
+    /// The kernel `name` of `op` compiled with `shape` (a cache key), from the memory cache,
+    /// the disk cache or NVRTC (`src` builds its source only when needed).
+    pub(crate) fn kernel(
+        &self,
+        name: &str,
+        op: &CudaOp,
+        shape: &impl std::fmt::Debug,
+        src: impl FnOnce() -> String,
+    ) -> Result<CudaFunction> {
+        let key = format!(
+            "{name}|{}|{:016x}|{shape:?}",
+            op.type_name,
+            cache::fnv64(op.source.as_bytes(), 0),
+        );
+        let inner = &self.inner;
+        cache::load_function(
+            inner.stream.context(),
+            &inner.arch,
+            inner.opts.get_disk_cache(),
+            &key,
+            name,
+            src,
+        )
+    }
+
+    /// A zeroed device buffer of `len` values on the handle's stream.
+    pub(crate) fn alloc<T: DeviceValue>(&self, len: usize) -> Result<CudaSlice<T>> {
+        self.stream()
+            .alloc_zeros::<T>(len)
+            .map_err(|e| Error::driver("allocating device memory", e))
+    }
+}

@@ -1,0 +1,332 @@
+//! The reduction on the GPU: a compiled kernel per operator, element type and shape, one
+//! launch per reduction, on the caller's stream.
+
+use super::plan::{plan, ReducePlan, ReduceShape};
+use super::ReduceConfig;
+use crate::element::DeviceValue;
+use crate::error::{Error, Result};
+use crate::gpu::{jit, Gpu};
+use crate::ops::check::{check_empty, check_reduce_output};
+use crate::ops::{CudaOp, Operator};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
+use std::marker::PhantomData;
+use std::sync::OnceLock;
+
+/// The full CUDA source of the reduction kernel for `op` with compile-time `shape`
+/// (`vector_loads`: whether the input is read as 16-byte vectors, for aligned inputs).
+///
+/// ```
+/// use cufold::ops::{Operator, Sum};
+/// let shape = cufold::reduce::ReduceShape::for_sizes(4, 256).unwrap();
+/// let src = cufold::reduce::kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), &shape, true);
+/// assert!(src.contains("#define CF_OP cf::Sum<float>"));
+/// assert!(src.contains("#include \"cufold/reduce.cuh\""));
+/// ```
+pub fn kernel_source(op: &CudaOp, shape: &ReduceShape, vector_loads: bool) -> String {
+    jit::kernel_source(
+        "reduce",
+        op,
+        &[
+            ("CF_BLOCK", shape.block.to_string()),
+            ("CF_K", shape.loads.to_string()),
+            ("CF_VEC", shape.vec.to_string()),
+            ("CF_VECTOR", (vector_loads as u32).to_string()),
+            ("CF_FINAL_K", shape.final_loads.to_string()),
+        ],
+    )
+}
+
+/// Compiles the reduction kernel of `op` for the GPU architecture `arch` (such as
+/// `"sm_90"`) and returns its CUBIN: no device is needed, only NVRTC. Use it to check an
+/// operator's CUDA half ahead of time; errors carry the NVRTC log and the numbered source.
+///
+/// ```no_run
+/// use cufold::ops::{Operator, Sum};
+/// let shape = cufold::reduce::ReduceShape::for_sizes(4, 256)?;
+/// let cubin = cufold::reduce::compile_kernel(&<Sum as Operator<f32>>::cuda(&Sum), &shape, true, "sm_90")?;
+/// assert!(!cubin.is_empty());
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub fn compile_kernel(
+    op: &CudaOp,
+    shape: &ReduceShape,
+    vector_loads: bool,
+    arch: &str,
+) -> Result<Vec<u8>> {
+    jit::probe_nvrtc()?;
+    jit::compile(
+        &kernel_source(op, shape, vector_loads),
+        &jit::compile_options(arch),
+    )
+}
+
+impl Gpu {
+    /// A reducer for `op` over elements of type `T`: its kernel is compiled (or loaded from
+    /// a cache) now, once.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let sum = gpu.reducer::<f32, _>(cufold::ops::Sum)?;
+    /// let x = gpu.stream().clone_htod(&vec![1.0f32; 1000]).unwrap();
+    /// assert_eq!(sum.reduce(&x)?, 1000.0);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reducer<T: DeviceValue, O: Operator<T>>(&self, op: O) -> Result<Reducer<T, O>> {
+        self.reducer_with(op, ReduceConfig::default())
+    }
+
+    /// A reducer for `op` built with `config` (block size): the speed changes, never the
+    /// result.
+    ///
+    /// ```no_run
+    /// use cufold::reduce::ReduceConfig;
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let sum = gpu.reducer_with::<f32, _>(cufold::ops::Sum, ReduceConfig::default().block(256))?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reducer_with<T: DeviceValue, O: Operator<T>>(
+        &self,
+        op: O,
+        config: ReduceConfig,
+    ) -> Result<Reducer<T, O>> {
+        Reducer::new(self.clone(), op, config.get_block())
+    }
+
+    /// Reduces `x` (a `CudaSlice`, `CudaView` or `CudaViewMut` at any offset) and returns
+    /// the result on the host: enqueues the reduction and a copy, then waits for the stream.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let x = gpu.stream().clone_htod(&[4.0f64, 1.0, 7.0]).unwrap();
+    /// let m = gpu.reduce(&x.slice(1..), cufold::ops::Max)?; // views at any offset
+    /// assert_eq!(m, 7.0);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce<T: DeviceValue, O: Operator<T>>(
+        &self,
+        x: &impl DevicePtr<T>,
+        op: O,
+    ) -> Result<O::Out> {
+        self.reducer(op)?.reduce(x)
+    }
+
+    /// Enqueues the reduction of `x` on the stream, leaving the result in `out` (length 1),
+    /// and returns at once: no synchronisation, no host copy.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let x = gpu.stream().clone_htod(&[1i32, 2, 3]).unwrap();
+    /// let mut out = gpu.stream().alloc_zeros::<i32>(1).unwrap();
+    /// gpu.reduce_into(&x, cufold::ops::Sum, &mut out)?; // asynchronous
+    /// assert_eq!(gpu.stream().clone_dtoh(&out).unwrap(), [6]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce_into<T: DeviceValue, O: Operator<T>>(
+        &self,
+        x: &impl DevicePtr<T>,
+        op: O,
+        out: &mut impl DevicePtrMut<O::Out>,
+    ) -> Result<()> {
+        self.reducer(op)?.reduce_into(x, out)
+    }
+
+    /// Uploads host data and reduces it (a convenience for data that is not on the GPU yet).
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// assert_eq!(gpu.reduce_host(&[1u8, 2, 3], cufold::ops::WideSum)?, 6u64);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce_host<T: DeviceValue, O: Operator<T>>(&self, x: &[T], op: O) -> Result<O::Out> {
+        let reducer = self.reducer(op)?;
+        check_empty::<T, O>(x.len() as u64)?;
+        if x.is_empty() {
+            let empty: CudaSlice<T> = self.alloc(0)?;
+            return reducer.reduce(&empty);
+        }
+        let dev = self
+            .stream()
+            .clone_htod(x)
+            .map_err(|e| Error::driver("copying the input to the device", e))?;
+        reducer.reduce(&dev)
+    }
+}
+
+/// A compiled reduction for `op` over elements of type `T`, on a [`Gpu`]'s stream.
+///
+/// One kernel serves every length: small inputs (up to one tile, 16384 f32) take a single
+/// block and a single launch; larger ones one launch of at most one wave of blocks whose
+/// last block to finish reduces the partials and writes the result. The result is the
+/// canonical tree (crate docs): the same bits for every length-N input on every GPU and
+/// block size, and the CPU backend's bits for operators built from `+ - * /`, min, max and
+/// comparisons.
+///
+/// ```no_run
+/// use cufold::ops::{Mean, Sum};
+/// let gpu = cufold::Gpu::open(0)?;
+/// let x = gpu.stream().clone_htod(&vec![0.5f32; 1 << 20]).unwrap();
+/// let mean = gpu.reducer::<f32, _>(Mean)?;
+/// for _ in 0..10 {
+///     assert_eq!(mean.reduce(&x)?, 0.5); // compiled once, reused
+/// }
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub struct Reducer<T: DeviceValue, O: Operator<T>> {
+    gpu: Gpu,
+    op: O,
+    shape: ReduceShape,
+    vector: Option<CudaFunction>,
+    scalar: OnceLock<CudaFunction>,
+    _input: PhantomData<fn(T)>,
+}
+
+impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reducer")
+            .field("op", &O::NAME)
+            .field("input", &T::cuda_name())
+            .field("shape", &self.shape)
+            .field("gpu", &self.gpu)
+            .finish()
+    }
+}
+
+impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
+    fn new(gpu: Gpu, op: O, block: u32) -> Result<Self> {
+        let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), block)?;
+        let mut r = Reducer {
+            gpu,
+            op,
+            shape,
+            vector: None,
+            scalar: OnceLock::new(),
+            _input: PhantomData,
+        };
+        if r.vectorizable() {
+            r.vector = Some(r.function(true)?);
+        } else {
+            let f = r.function(false)?;
+            let _ = r.scalar.set(f);
+        }
+        Ok(r)
+    }
+
+    fn vectorizable(&self) -> bool {
+        self.shape.vec as usize * std::mem::size_of::<T>() == 16
+    }
+
+    fn function(&self, vector: bool) -> Result<CudaFunction> {
+        let cuda = self.op.cuda();
+        self.gpu
+            .kernel("cf_reduce", &cuda, &(self.shape, vector), || {
+                kernel_source(&cuda, &self.shape, vector)
+            })
+    }
+
+    /// The plan a reduction of `n` elements would launch.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let r = gpu.reducer::<f32, _>(cufold::ops::Sum)?;
+    /// assert_eq!(r.plan(1000)?.grid, 1);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn plan(&self, n: u64) -> Result<ReducePlan> {
+        plan(n, &self.shape, &self.gpu.inner.props)
+    }
+
+    /// Reduces `x` and returns the result on the host (waits for the stream).
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let x = gpu.stream().clone_htod(&[3u32, 1, 2]).unwrap();
+    /// assert_eq!(gpu.reducer::<u32, _>(cufold::ops::Min)?.reduce(&x)?, 1);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce(&self, x: &impl DevicePtr<T>) -> Result<O::Out> {
+        let stream = &self.gpu.inner.stream;
+        let mut out: CudaSlice<O::Out> = stream
+            .alloc_zeros::<O::Out>(1)
+            .map_err(|e| Error::driver("allocating the result", e))?;
+        self.reduce_into(x, &mut out)?;
+        let host = stream
+            .clone_dtoh(&out)
+            .map_err(|e| Error::driver("copying the result to the host", e))?;
+        Ok(host[0])
+    }
+
+    /// Enqueues the reduction of `x` into `out` (length 1) on the stream; returns at once.
+    ///
+    /// Errors: an `out` whose length is not 1 ([`ErrorKind::LengthMismatch`]), an empty `x`
+    /// for an operator without an empty value ([`ErrorKind::EmptyInput`]), driver failures.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let r = gpu.reducer::<f32, _>(cufold::ops::Sum)?;
+    /// let x = gpu.stream().clone_htod(&[1.0f32; 10]).unwrap();
+    /// let mut out = gpu.stream().alloc_zeros::<f32>(1).unwrap();
+    /// r.reduce_into(&x.slice(3..), &mut out)?;
+    /// assert_eq!(gpu.stream().clone_dtoh(&out).unwrap(), [7.0]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce_into(
+        &self,
+        x: &impl DevicePtr<T>,
+        out: &mut impl DevicePtrMut<O::Out>,
+    ) -> Result<()> {
+        check_reduce_output(out.len())?;
+        let n = x.len() as u64;
+        check_empty::<T, O>(n)?;
+        let plan = self.plan(n)?;
+        let inner = &self.gpu.inner;
+        let stream = &inner.stream;
+        let (x_ptr, _x_guard) = x.device_ptr(stream);
+        let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
+        let f = match &self.vector {
+            Some(v) if x_ptr % 16 == 0 => v,
+            _ => match self.scalar.get() {
+                Some(f) => f,
+                None => {
+                    let f = self.function(false)?;
+                    self.scalar.get_or_init(|| f)
+                }
+            },
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (plan.grid as u32, 1, 1),
+            block_dim: (self.shape.block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (plain, tickets) = if plan.grid > 1 {
+            (
+                plan.grid as usize * std::mem::size_of::<O::Acc>(),
+                plan.grid,
+            )
+        } else {
+            (0, 0)
+        };
+        let mut arena = inner.scratch.lock().unwrap();
+        arena.with_lease(stream, 0, plain, tickets, |lease| {
+            let mut launch = stream.launch_builder(f);
+            launch
+                .arg(&x_ptr)
+                .arg(&n)
+                .arg(&plan.tiles_per_block)
+                .arg(&plan.limit)
+                .arg(&lease.plain)
+                .arg(&lease.ticket_base)
+                .arg(&lease.ticket)
+                .arg(&out_ptr);
+            // SAFETY: the kernel's parameters are (const In*, u64, u64, u64, Acc*, u64, u64*,
+            // Out*), matching the values pushed; x holds n elements of In; out holds one Out;
+            // with more than one block, the plain region holds at least `grid` accumulators
+            // and the ticket counter has handed out `ticket_base` tickets, both this handle's
+            // and used only on this stream, in order.
+            unsafe { launch.launch(cfg) }
+                .map(|_| ())
+                .map_err(|e| Error::driver("launching the reduction kernel", e))
+        })
+    }
+}

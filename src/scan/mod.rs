@@ -1,0 +1,152 @@
+//! Scans: every prefix of the input, inclusive or exclusive, in the canonical grouping.
+//!
+//! One place for the primitive: its launch planner ([`plan`], [`ScanShape`], [`ScanPlan`],
+//! [`TypeSizes`], [`ScanAlgorithm`]), the GPU launch ([`Scanner`], built by
+//! [`Gpu::scanner`](crate::Gpu::scanner) and [`Gpu::scanner_with`](crate::Gpu::scanner_with)),
+//! and its CPU twin ([`Cpu::scan`](crate::Cpu::scan) and the `_into` / `_in_place` forms).
+//! [`kernel_source`] and [`compile_kernel`] show and check the generated CUDA without a
+//! device.
+//!
+//! ```
+//! use cufold::{ops::Sum, Cpu, ScanKind};
+//! assert_eq!(Cpu::new().scan(&[1, 2, 3], Sum, ScanKind::Inclusive)?, [1, 3, 6]);
+//! # Ok::<(), cufold::Error>(())
+//! ```
+
+mod cpu;
+mod gpu;
+mod plan;
+
+pub use gpu::{compile_kernel, kernel_source, Scanner};
+pub use plan::{plan, ScanAlgorithm, ScanPlan, ScanShape, TypeSizes};
+
+/// Which prefix each output position holds.
+///
+/// ```
+/// use cufold::{ops::Sum, Cpu, ScanKind};
+/// let cpu = Cpu::new();
+/// assert_eq!(cpu.scan(&[1, 2, 3], Sum, ScanKind::Inclusive)?, [1, 3, 6]);
+/// assert_eq!(cpu.scan(&[1, 2, 3], Sum, ScanKind::Exclusive)?, [0, 1, 3]);
+/// # Ok::<(), cufold::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanKind {
+    /// Output `i` combines inputs `0..=i`: `finish(prefix, i + 1)`.
+    Inclusive,
+    /// Output `i` combines inputs `0..i`: `finish(prefix, i)`, and output 0 is
+    /// `finish(identity, 0)`.
+    Exclusive,
+}
+
+/// How a [`Scanner`] is built, builder style (`NAME(value)` sets, `get_NAME()` reads).
+/// Every setting changes the speed, never the result.
+///
+/// ```
+/// use cufold::scan::{ScanAlgorithm, ScanConfig};
+/// let config = ScanConfig::default().block(512).algorithm(ScanAlgorithm::HillisSteele);
+/// assert_eq!((config.get_block(), config.get_algorithm()), (512, ScanAlgorithm::HillisSteele));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ScanConfig {
+    block: u32,
+    bytes_per_thread: u32,
+    algorithm: ScanAlgorithm,
+    staging: bool,
+}
+
+impl Default for ScanConfig {
+    fn default() -> Self {
+        ScanConfig {
+            block: 256,
+            bytes_per_thread: 128,
+            algorithm: ScanAlgorithm::default(),
+            staging: true,
+        }
+    }
+}
+
+impl ScanConfig {
+    /// Threads per block: a power of two from 32 to 1024 (default 256; halved automatically
+    /// while an operator's accumulators would not fit the block's shared memory).
+    ///
+    /// ```
+    /// assert_eq!(cufold::scan::ScanConfig::default().block(512).get_block(), 512);
+    /// ```
+    pub fn block(mut self, block: u32) -> Self {
+        self.block = block;
+        self
+    }
+
+    /// The block size this configuration asks for.
+    ///
+    /// ```
+    /// assert_eq!(cufold::scan::ScanConfig::default().get_block(), 256);
+    /// ```
+    pub fn get_block(&self) -> u32 {
+        self.block
+    }
+
+    /// Bytes of input each thread loads per tile (default 128: eight 16-byte loads; from 1
+    /// to 1024, rounded to the items of a power-of-two run).
+    ///
+    /// ```
+    /// let config = cufold::scan::ScanConfig::default().bytes_per_thread(64);
+    /// assert_eq!(config.get_bytes_per_thread(), 64);
+    /// ```
+    pub fn bytes_per_thread(mut self, bytes: u32) -> Self {
+        self.bytes_per_thread = bytes.clamp(1, 1024);
+        self
+    }
+
+    /// The bytes per thread this configuration asks for.
+    ///
+    /// ```
+    /// assert_eq!(cufold::scan::ScanConfig::default().get_bytes_per_thread(), 128);
+    /// ```
+    pub fn get_bytes_per_thread(&self) -> u32 {
+        self.bytes_per_thread
+    }
+
+    /// The block-level algorithm (default [`ScanAlgorithm::Blelloch`]).
+    ///
+    /// ```
+    /// use cufold::scan::{ScanAlgorithm, ScanConfig};
+    /// let config = ScanConfig::default().algorithm(ScanAlgorithm::WarpShuffle);
+    /// assert_eq!(config.get_algorithm(), ScanAlgorithm::WarpShuffle);
+    /// ```
+    pub fn algorithm(mut self, algorithm: ScanAlgorithm) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// The block-level algorithm this configuration asks for.
+    ///
+    /// ```
+    /// use cufold::scan::{ScanAlgorithm, ScanConfig};
+    /// assert_eq!(ScanConfig::default().get_algorithm(), ScanAlgorithm::Blelloch);
+    /// ```
+    pub fn get_algorithm(&self) -> ScanAlgorithm {
+        self.algorithm
+    }
+
+    /// Whether warps move their runs between global memory and registers through shared
+    /// memory (default true): global loads and stores are then coalesced 16-byte accesses,
+    /// the loads asynchronous (`cp.async`), overlapping the look-back.
+    ///
+    /// ```
+    /// assert!(!cufold::scan::ScanConfig::default().staging(false).get_staging());
+    /// ```
+    pub fn staging(mut self, staging: bool) -> Self {
+        self.staging = staging;
+        self
+    }
+
+    /// Whether this configuration stages through shared memory.
+    ///
+    /// ```
+    /// assert!(cufold::scan::ScanConfig::default().get_staging());
+    /// ```
+    pub fn get_staging(&self) -> bool {
+        self.staging
+    }
+}
