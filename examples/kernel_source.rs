@@ -64,20 +64,22 @@ fn main() -> Res<()> {
             let shape = ScanShape::fitting(sizes, block.unwrap_or(256), bytes, algo, staging)?;
             eprintln!("{shape:?}");
             let bin = match &cubin {
-                Some(_) => Some(cufold::scan::compile_kernel(&op, sizes, &shape, &arch)?),
+                Some(_) => Some(cufold::scan::compile_kernel(&op, 0, sizes, &shape, &arch)?),
                 None => None,
             };
-            (cufold::scan::kernel_source(&op, sizes, &shape), bin)
+            (cufold::scan::kernel_source(&op, 0, sizes, &shape), bin)
         }
         "reduce" => {
             let shape = ReduceShape::for_sizes(sizes.input, block.unwrap_or(1024))?;
             let vector = shape.vec as usize * sizes.input == 16;
             eprintln!("{shape:?}");
             let bin = match &cubin {
-                Some(_) => Some(cufold::reduce::compile_kernel(&op, &shape, vector, &arch)?),
+                Some(_) => Some(cufold::reduce::compile_kernel(
+                    &op, 0, &shape, vector, &arch,
+                )?),
                 None => None,
             };
-            (cufold::reduce::kernel_source(&op, &shape, vector), bin)
+            (cufold::reduce::kernel_source(&op, 0, &shape, vector), bin)
         }
         _ => return Err(usage.into()),
     };

@@ -7,6 +7,23 @@
 
 namespace cf {
 
+// An operator's run-time parameters as a kernel receives them (src/ops/params.rs): the N
+// bytes of the operator struct, or none (N = 0) for an operator that is default-constructed.
+// One compiled kernel serves every value of the parameters.
+template <int N> struct alignas(16) OpBytes { unsigned char b[N > 0 ? N : 1]; };
+
+template <class Op, int N> __device__ __forceinline__ Op make_op(const OpBytes<N>& p) {
+    if constexpr (N == 0) {
+        return Op{};
+    } else {
+        static_assert(sizeof(Op) == N,
+                      "the operator's CUDA struct does not have the size of its run-time parameters (params())");
+        Op op;
+        memcpy(&op, p.b, N);
+        return op;
+    }
+}
+
 // NaN-propagating min / max: the first NaN in tree order wins; ties keep the left value.
 template <class T> __device__ __forceinline__ T min2(T a, T b) {
     if (is_nan(a)) return a;

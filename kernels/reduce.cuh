@@ -22,6 +22,7 @@
 
 #include "cufold/block.cuh"
 #include "cufold/io.cuh"
+#include "cufold/ops.cuh"
 
 namespace cf {
 
@@ -87,7 +88,8 @@ __device__ __forceinline__ typename Op::Acc tile_reduce(const Op& op, const Load
 
 #ifdef CF_REDUCE_KERNEL
 // Instantiated by the generated source, which defines CF_OP (the operator type), CF_BLOCK,
-// CF_K, CF_VEC, CF_VECTOR (0/1) and CF_FINAL_K (loads per thread in the final stage).
+// CF_K, CF_VEC, CF_VECTOR (0/1), CF_FINAL_K (loads per thread in the final stage) and
+// CF_OP_BYTES (the size of the operator's run-time parameters, 0 for none).
 //
 // Tickets: `ticket` is the handle's counter, which only grows; this launch's blocks take
 // tickets ticket_base .. ticket_base + gridDim.x - 1, and the one with the last ticket
@@ -99,13 +101,14 @@ typedef cf_op_t::Out cf_out_t;
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles_per_block, cf::u64 limit,
-          cf_acc_t* partials, cf::u64 ticket_base, unsigned long long* ticket, cf_out_t* out) {
+          cf_acc_t* partials, cf::u64 ticket_base, unsigned long long* ticket, cf_out_t* out,
+          const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     constexpr int WARPS = CF_BLOCK / 32;
     constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * CF_K * CF_VEC;
     __shared__ cf_acc_t smem[2][WARPS];
     __shared__ cf_acc_t stack[64];
     __shared__ bool last;
-    const cf_op_t op{};
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     cf::InputLoader<cf_op_t, CF_VEC, CF_VECTOR != 0> ld{x, n};
 
     const cf::u64 first = (cf::u64)blockIdx.x * tiles_per_block * TILE;

@@ -28,13 +28,15 @@
 #include "cufold/block.cuh"
 #include "cufold/io.cuh"
 #include "cufold/lookback.cuh"
+#include "cufold/ops.cuh"
 
 #ifdef CF_SCAN_KERNEL
 // Instantiated by the generated source, which defines CF_OP, CF_BLOCK, CF_ITEMS (a power of
 // two), CF_ALGO (CF_SCAN_WARP, CF_SCAN_BLELLOCH or CF_SCAN_HILLIS), CF_STAGING (0/1),
 // CF_CHUNK, and the two numbers the host computed from its side of the contract, checked
 // here: CF_SLOT_WORDS (64-bit words per published accumulator) and CF_SHARED_BYTES
-// (ScanShape::shared_bytes, the static shared memory the planner budgets for).
+// (ScanShape::shared_bytes, the static shared memory the planner budgets for); and
+// CF_OP_BYTES, the size of the operator's run-time parameters (0 for none).
 typedef CF_OP cf_op_t;
 typedef cf_op_t::In cf_in_t;
 typedef cf_op_t::Acc cf_acc_t;
@@ -49,7 +51,7 @@ typedef cf_op_t::Out cf_out_t;
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode, unsigned epoch,
         cf::u64 ticket_base, unsigned long long* ticket, unsigned long long* leaf_slots,
-        unsigned long long* node_slots) {
+        unsigned long long* node_slots, const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     constexpr int J = CF_ITEMS;
     constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * J;
     typedef cf::BlockScan<CF_ALGO, CF_BLOCK, cf_op_t, cf_acc_t> block_scan_t;
@@ -75,7 +77,7 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode, 
         ;
     static_assert(SHARED <= CF_SHARED_BYTES && CF_SHARED_BYTES - SHARED <= 64,
                   "ScanShape::shared_bytes no longer matches this kernel's __shared__ arrays");
-    const cf_op_t op{};
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 
     cf::u64 t = 0;
     if (tiles > 1) {

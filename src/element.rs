@@ -35,6 +35,19 @@ pub unsafe trait DeviceValue:
     /// The C++ type name used in generated kernels.
     fn cuda_name() -> String;
 
+    /// Whether every byte of a value belongs to a field (no padding, here or in any nested
+    /// struct): then its bytes can be read and sent to a kernel as an operator's run-time
+    /// parameters ([`OpParams::of`](crate::ops::OpParams::of)). Scalars and cufold's value
+    /// types with fields of one type say true; `#[derive(cufold::DeviceType)]` computes it.
+    /// The default, false, is always safe.
+    ///
+    /// ```
+    /// use cufold::DeviceValue;
+    /// assert!(f32::DENSE && cufold::ops::Affine::<f64>::DENSE);
+    /// assert!(!cufold::ops::Indexed::<f32>::DENSE); // 4 bytes of padding after the value
+    /// ```
+    const DENSE: bool = false;
+
     /// The C++ declarations the type needs before it can be named: for a struct derived
     /// with `#[derive(cufold::DeviceType)]`, those of its fields' types, then its own
     /// `struct`, each inside an include guard (`#ifndef CUFOLD_DECL_<name>`) so that repeats
@@ -146,6 +159,7 @@ macro_rules! int_element {
     ($t:ty, $cuda:expr, $wide:ty) => {
         // SAFETY: the C++ type has the same size and alignment; every bit pattern is valid.
         unsafe impl DeviceValue for $t {
+            const DENSE: bool = true;
             fn cuda_name() -> String {
                 $cuda.to_string()
             }
@@ -201,6 +215,7 @@ macro_rules! float_element {
     ($t:ty, $cuda:expr, $wide:ty) => {
         // SAFETY: the C++ type has the same size and alignment; every bit pattern is valid.
         unsafe impl DeviceValue for $t {
+            const DENSE: bool = true;
             fn cuda_name() -> String {
                 $cuda.to_string()
             }
@@ -254,6 +269,7 @@ macro_rules! half_element {
         // SAFETY: cf::f16 / cf::bf16 are structs of one unsigned short: 2 bytes, align 2,
         // like half's types; every bit pattern is a valid value.
         unsafe impl DeviceValue for $t {
+            const DENSE: bool = true;
             fn cuda_name() -> String {
                 $cuda.to_string()
             }

@@ -1,15 +1,14 @@
 //! # cufold
 //!
-//! GPU reductions with any associative operator, on [`cudarc`] and NVRTC, with results that
-//! depend on the input alone — never on the GPU, its launch shape or timing.
+//! GPU reductions and scans with any associative operator, on
+//! [cudarc](https://docs.rs/cudarc) and NVRTC, with results that depend on the input alone —
+//! never on the GPU, its launch shape or timing.
 //!
 //! ```no_run
 //! use cufold::{ops, Gpu};
-//! let ctx = cudarc::driver::CudaContext::new(0).unwrap();
-//! let stream = ctx.default_stream();
+//! let gpu = Gpu::open(0)?; // no driver or device: an Error, never a panic
 //! let samples: Vec<f32> = (0..1_000_000).map(|i| (i % 1000) as f32 / 1000.0).collect();
-//! let x = stream.clone_htod(&samples).unwrap();
-//! let gpu = Gpu::new(&stream)?;
+//! let x = gpu.stream().clone_htod(&samples).unwrap();
 //! let total: f32 = gpu.reduce(&x, ops::Sum)?;
 //! let mean = gpu.reduce(&x, ops::Div2Mean)?;    // the paper's halving mean
 //! let best = gpu.reduce(&x, ops::ArgMax)?;      // value and index
@@ -77,10 +76,18 @@
 //!
 //! ## Composing with other GPU code
 //!
-//! [`Gpu`] works on the caller's `Arc<CudaStream>` and buffers. [`Gpu::reduce_into`] and
-//! [`Reducer::reduce_into`] enqueue and return without synchronising, leaving the result in
-//! a device buffer. [`cuda_header`] exposes the warp- and block-level building blocks as a
-//! header to prepend to your own NVRTC kernels.
+//! [`Gpu::new`] works on the caller's `Arc<CudaStream>` (of a cudarc context the caller
+//! owns) and buffers. [`Gpu::reduce_into`], [`Reducer::reduce_into`] and every [`Scanner`]
+//! method enqueue and return without synchronising, leaving results in device buffers.
+//! [`cuda_header`] (or [`cuda_headers`], for NVRTC's header list) exposes the thread-, warp-
+//! and block-level building blocks for your own NVRTC kernels.
+//!
+//! ## Layout
+//!
+//! One module per primitive, each with its planner, GPU launch and CPU twin side by side:
+//! [`reduce`] and [`scan`]. They sit on the GPU core ([`gpu`]: the handle, its options, its
+//! scratch memory, kernel generation, NVRTC and the kernel cache) and the CPU core ([`Cpu`]).
+//! docs/ARCHITECTURE.md in the repository has the whole map.
 #![deny(missing_docs, unreachable_pub, unsafe_op_in_unsafe_fn)]
 
 // The module map (docs/ARCHITECTURE.md has the whole picture):

@@ -441,7 +441,11 @@ fn the_disk_cache_serves_a_second_handle() {
     let opts = GpuOptions::default().disk_cache(cufold::DiskCache::Dir(dir.clone()));
     let g = Gpu::with_options(gpu().stream(), opts).unwrap();
     let dev = upload(&g, &[1.5f64, 2.5]);
-    assert_eq!(g.reduce(&dev, Sum).unwrap(), 4.0);
+    // A block size no other test uses for f64 sums, so that the kernel is compiled here
+    // rather than found in this process's memory cache.
+    let config = ReduceConfig::default().block(64);
+    let r = g.reducer_with::<f64, _>(Sum, config).unwrap();
+    assert_eq!(r.reduce(&dev).unwrap(), 4.0);
     let files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -464,8 +468,13 @@ fn every_builtin_kernel_compiles_for_hopper() {
         for block in [256] {
             let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), block).unwrap();
             for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
-                if let Err(e) = cufold::reduce::compile_kernel(&op.cuda(), &shape, vector, "sm_90")
-                {
+                if let Err(e) = cufold::reduce::compile_kernel(
+                    &op.cuda(),
+                    op.params().bytes().len(),
+                    &shape,
+                    vector,
+                    "sm_90",
+                ) {
                     panic!("{} over {}: {e}", O::NAME, T::cuda_name());
                 }
             }

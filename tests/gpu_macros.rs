@@ -287,7 +287,13 @@ fn every_macro_kernel_compiles_for_hopper() {
     fn build<T: DeviceValue, O: Operator<T>>(op: O) {
         let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap();
         for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
-            if let Err(e) = cufold::reduce::compile_kernel(&op.cuda(), &shape, vector, "sm_90") {
+            if let Err(e) = cufold::reduce::compile_kernel(
+                &op.cuda(),
+                op.params().bytes().len(),
+                &shape,
+                vector,
+                "sm_90",
+            ) {
                 panic!("{} over {}: {e}", O::NAME, T::cuda_name());
             }
         }

@@ -358,7 +358,13 @@ fn every_builtin_scan_kernel_compiles_for_hopper() {
         for algo in ALGORITHMS {
             let sizes = TypeSizes::of::<T, O>();
             let shape = ScanShape::fitting(sizes, 256, 128, algo, true).unwrap();
-            if let Err(e) = cufold::scan::compile_kernel(&op.cuda(), sizes, &shape, "sm_90") {
+            if let Err(e) = cufold::scan::compile_kernel(
+                &op.cuda(),
+                op.params().bytes().len(),
+                sizes,
+                &shape,
+                "sm_90",
+            ) {
                 panic!("{} over {} ({algo:?}): {e}", O::NAME, T::cuda_name());
             }
         }

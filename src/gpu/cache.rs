@@ -63,9 +63,13 @@ fn memory_cache() -> &'static FnCache {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// How many kernels this process has compiled with NVRTC (memory and disk cache hits are
-/// not counted): what a test of "one compile for every parameter value" asserts on.
-pub(crate) static COMPILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Where a kernel came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    Memory,
+    Disk,
+    Compiled,
+}
 
 /// Compiles (or finds in a cache) `src` for `ctx`'s device and returns its function `name`.
 /// `key` identifies `src` cheaply in the in-memory cache.
@@ -76,10 +80,10 @@ pub(crate) fn load_function(
     key: &str,
     name: &str,
     src: impl FnOnce() -> String,
-) -> Result<CudaFunction> {
+) -> Result<(CudaFunction, Origin)> {
     let mem_key = (ctx.cu_ctx() as usize, format!("{arch}|{key}"));
     if let Some(f) = memory_cache().lock().unwrap().get(&mem_key) {
-        return Ok(f.clone());
+        return Ok((f.clone(), Origin::Memory));
     }
     let src = src();
     let options = jit::compile_options(arch);
@@ -98,26 +102,27 @@ pub(crate) fn load_function(
     );
     let file = disk.dir().map(|d| d.join(format!("{id}.cubin")));
     let mut cubin = file.as_ref().and_then(|f| std::fs::read(f).ok());
-    let module = match cubin
+    let (module, origin) = match cubin
         .take()
         .map(|bin| ctx.load_module(cudarc::nvrtc::Ptx::from_binary(bin)))
     {
-        Some(Ok(m)) => m,
+        Some(Ok(m)) => (m, Origin::Disk),
         _ => {
             let bin = jit::compile(&src, &options)?;
-            COMPILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if let Some(f) = &file {
                 store(f, &bin);
             }
-            ctx.load_module(cudarc::nvrtc::Ptx::from_binary(bin))
-                .map_err(|e| Error::driver("loading a compiled kernel", e))?
+            let m = ctx
+                .load_module(cudarc::nvrtc::Ptx::from_binary(bin))
+                .map_err(|e| Error::driver("loading a compiled kernel", e))?;
+            (m, Origin::Compiled)
         }
     };
     let f = module
         .load_function(name)
         .map_err(|e| Error::driver("finding a kernel in its module", e))?;
     memory_cache().lock().unwrap().insert(mem_key, f.clone());
-    Ok(f)
+    Ok((f, origin))
 }
 
 /// Writes a cache file atomically; failures only cost a recompilation later.

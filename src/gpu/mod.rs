@@ -63,6 +63,23 @@ fn probe_libraries() -> Result<()> {
     Ok(())
 }
 
+/// How a [`Gpu`] handle got the kernels it asked for: compiled by NVRTC, loaded from the
+/// disk cache, or found in this process's memory cache ([`Gpu::kernel_stats`]).
+///
+/// ```
+/// let s = cufold::gpu::KernelStats::default();
+/// assert_eq!(s.compiled + s.from_disk + s.from_memory, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Kernels compiled with NVRTC.
+    pub compiled: u64,
+    /// Kernels loaded from the disk cache.
+    pub from_disk: u64,
+    /// Kernels found in the memory cache (compiled or loaded earlier in this process).
+    pub from_memory: u64,
+}
+
 pub(crate) struct Inner {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) props: DeviceProps,
@@ -70,6 +87,7 @@ pub(crate) struct Inner {
     name: String,
     opts: GpuOptions,
     pub(crate) scratch: Mutex<scratch::Arena>,
+    stats: Mutex<KernelStats>,
 }
 
 /// A handle for running cufold on a CUDA stream: the caller's stream, the caller's buffers.
@@ -148,6 +166,7 @@ impl Gpu {
                 name,
                 opts,
                 scratch: Mutex::new(scratch::Arena::default()),
+                stats: Mutex::new(KernelStats::default()),
             }),
         })
     }
@@ -238,14 +257,36 @@ impl Gpu {
             cache::fnv64(op.source.as_bytes(), 0),
         );
         let inner = &self.inner;
-        cache::load_function(
+        let (f, origin) = cache::load_function(
             inner.stream.context(),
             &inner.arch,
             inner.opts.get_disk_cache(),
             &key,
             name,
             src,
-        )
+        )?;
+        let mut stats = inner.stats.lock().unwrap();
+        match origin {
+            cache::Origin::Compiled => stats.compiled += 1,
+            cache::Origin::Disk => stats.from_disk += 1,
+            cache::Origin::Memory => stats.from_memory += 1,
+        }
+        Ok(f)
+    }
+
+    /// How this handle got its kernels so far: NVRTC compiles, disk-cache loads and
+    /// memory-cache hits. A new value of an operator's run-time parameters is a memory-cache
+    /// hit (or no look-up at all, with [`Reducer::with_op`](crate::Reducer::with_op)).
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let _ = gpu.reducer::<f32, _>(cufold::ops::Sum)?;
+    /// let s = gpu.kernel_stats();
+    /// assert_eq!(s.compiled + s.from_disk + s.from_memory, 1);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn kernel_stats(&self) -> KernelStats {
+        *self.inner.stats.lock().unwrap()
     }
 
     /// A zeroed device buffer of `len` values on the handle's stream.

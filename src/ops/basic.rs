@@ -184,7 +184,7 @@ pub struct MinMaxValue<T> {
     /// The maximum.
     pub max: T,
 }
-device_struct!(MinMaxValue, "MinMaxV", Element);
+device_struct!(MinMaxValue, "MinMaxV", Element, dense = T::DENSE);
 
 /// Minimum and maximum in one pass; NaN propagates into both. Empty input: an error.
 ///
@@ -240,7 +240,12 @@ pub struct Indexed<T> {
     /// Its position in the input.
     pub index: u64,
 }
-device_struct!(Indexed, "Indexed", Element);
+device_struct!(
+    Indexed,
+    "Indexed",
+    Element,
+    dense = T::DENSE && std::mem::size_of::<T>() == 8
+);
 
 fn arg_combine<T: Element>(a: Indexed<T>, b: Indexed<T>, max: bool) -> Indexed<T> {
     let (an, bn) = (a.value.is_nan_value(), b.value.is_nan_value());

@@ -1,17 +1,18 @@
 //! A map on the way in: an operator applied to transformed inputs.
 
-use super::{CudaOp, Operator};
+use super::{CudaOp, OpParams, Operator};
 use crate::element::DeviceValue;
 
 /// A map applied to each input element (and its index) before an operator lifts it: the
 /// "transform" of a transform-reduce or transform-scan, written once for the CPU
 /// ([`Transform::apply`]) and once for CUDA ([`Transform::cuda`]).
 ///
-/// The CUDA half is a default-constructible C++ struct with typedefs `In` and `Out` and
+/// The CUDA half is a C++ struct with typedefs `In` and `Out` and
 /// `__device__ Out operator()(In x, unsigned long long index) const`. Parameters (a grid
-/// spacing, a location) are compiled into its source: give them exactly, for instance as
-/// hexadecimal float literals (`{:?}` of an f64 is not enough; see [`cuda_f64`]). Each
-/// distinct source compiles once and is cached like any kernel.
+/// spacing, a location) travel at run time as [`Transform::params`], the bytes of the
+/// struct, so that one compiled kernel serves every value; `#[cufold::transform]` writes
+/// both halves and the parameters from one Rust definition. (Parameters compiled into the
+/// source instead, with [`cuda_f64`], cost one compile per distinct value.)
 ///
 /// ```
 /// use cufold::ops::{CudaOp, Mapped, Sum, Transform};
@@ -44,6 +45,11 @@ pub trait Transform<In: DeviceValue>: Copy + Send + Sync + 'static {
     fn apply(&self, x: In, index: u64) -> Self::Out;
     /// The CUDA half: the C++ struct's name and its definition.
     fn cuda(&self) -> CudaOp;
+    /// The run-time parameters the CUDA half is built from in every kernel (see
+    /// [`OpParams`]); the default, none, default-constructs it.
+    fn params(&self) -> OpParams {
+        OpParams::none()
+    }
 }
 
 /// An exact C++ literal for an f64 (a hexadecimal float, or the expressions for infinities
@@ -147,5 +153,9 @@ impl<In: DeviceValue, F: Transform<In>, O: Operator<F::Out>> Operator<In> for Ma
             type_name: format!("cf::Mapped<{}, {}>", map.type_name, op.type_name),
             source: format!("{}\n{}", map.source, op.source),
         }
+    }
+    /// The map's parameters, then the operator's, as `cf::Mapped`'s two members.
+    fn params(&self) -> OpParams {
+        OpParams::pair(&self.map.params(), &self.op.params())
     }
 }

@@ -35,11 +35,14 @@ mod basic;
 pub(crate) mod check;
 mod mapped;
 mod ordered;
+mod params;
 mod stats;
 
 pub use basic::{ArgMax, ArgMin, Indexed, Max, Min, MinMax, MinMaxValue, Prod, Sum, WideSum};
 pub use mapped::{cuda_f64, Mapped, Transform};
 pub use ordered::{Affine, Compose, Mat2, MatMul};
+pub(crate) use params::ParamBlob;
+pub use params::{OpParams, MAX_PARAM_BYTES};
 pub use stats::{Div2Mean, Mean, MeanVar, MeanVarValue};
 
 /// The CUDA half of an operator: a C++ type with `In`, `Acc` and `Out` typedefs and the
@@ -118,6 +121,17 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     fn finish(&self, acc: Self::Acc, n: u64) -> Self::Out;
     /// The CUDA half.
     fn cuda(&self) -> CudaOp;
+    /// The run-time parameters the CUDA half is built from in every kernel (the bytes of
+    /// its struct); the default, [`OpParams::none`], default-constructs it. Operators whose
+    /// values differ only here share one compiled kernel.
+    ///
+    /// ```
+    /// use cufold::ops::{Operator, Sum};
+    /// assert!(<Sum as Operator<f32>>::params(&Sum).is_none());
+    /// ```
+    fn params(&self) -> OpParams {
+        OpParams::none()
+    }
 }
 
 /// NaN-propagating minimum, ties keep `a` (the element with the lower index).
@@ -145,13 +159,14 @@ pub(crate) fn max2<T: Element>(a: T, b: T) -> T {
 /// Implements `DeviceValue` (and cudarc's marker traits) for a `#[repr(C)]` struct generic
 /// over one parameter, whose C++ twin is the template `cf::$cuda<T>`.
 macro_rules! device_struct {
-    ($name:ident, $cuda:literal, $bound:path) => {
+    ($name:ident, $cuda:literal, $bound:path, dense = $dense:expr) => {
         // SAFETY: #[repr(C)] with the fields of the C++ template in the same order.
         unsafe impl<T: $bound> cudarc::driver::DeviceRepr for $name<T> {}
         // SAFETY: every field is a number for which all-zero bits are valid.
         unsafe impl<T: $bound> cudarc::driver::ValidAsZeroBits for $name<T> {}
         // SAFETY: #[repr(C)] with the fields of the C++ template in the same order.
         unsafe impl<T: $bound> $crate::element::DeviceValue for $name<T> {
+            const DENSE: bool = $dense;
             fn cuda_name() -> String {
                 format!(concat!("cf::", $cuda, "<{}>"), T::cuda_name())
             }

@@ -17,7 +17,7 @@ pub struct Affine<T> {
     /// The offset.
     pub b: T,
 }
-device_struct!(Affine, "Affine", Real);
+device_struct!(Affine, "Affine", Real, dense = T::DENSE);
 
 impl<T: Real> Affine<T> {
     /// `a * x + b`.
@@ -92,7 +92,7 @@ pub struct Mat2<T> {
     /// Row 1, column 1.
     pub m11: T,
 }
-device_struct!(Mat2, "Mat2", Real);
+device_struct!(Mat2, "Mat2", Real, dense = T::DENSE);
 
 /// The ordered matrix product `M0 * M1 * ... * Mn-1` of 2×2 matrices. Not commutative.
 /// Empty input: the identity matrix.

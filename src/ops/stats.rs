@@ -69,6 +69,7 @@ unsafe impl cudarc::driver::DeviceRepr for MeanVarValue {}
 unsafe impl cudarc::driver::ValidAsZeroBits for MeanVarValue {}
 // SAFETY: #[repr(C)] with the fields of cf::MeanVarV in the same order.
 unsafe impl crate::DeviceValue for MeanVarValue {
+    const DENSE: bool = true;
     fn cuda_name() -> String {
         "cf::MeanVarV".into()
     }

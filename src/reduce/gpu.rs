@@ -4,27 +4,33 @@
 use super::plan::{plan, ReducePlan, ReduceShape};
 use super::ReduceConfig;
 use crate::element::DeviceValue;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::gpu::{jit, Gpu};
 use crate::ops::check::{check_empty, check_reduce_output};
-use crate::ops::{CudaOp, Operator};
+use crate::ops::{CudaOp, Operator, ParamBlob};
 use cudarc::driver::{
     CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 use std::marker::PhantomData;
 use std::sync::OnceLock;
 
-/// The full CUDA source of the reduction kernel for `op` with compile-time `shape`
+/// The full CUDA source of the reduction kernel for `op`, whose run-time parameters
+/// ([`Operator::params`]) are `param_bytes` long, with compile-time `shape`
 /// (`vector_loads`: whether the input is read as 16-byte vectors, for aligned inputs).
 ///
 /// ```
 /// use cufold::ops::{Operator, Sum};
 /// let shape = cufold::reduce::ReduceShape::for_sizes(4, 256).unwrap();
-/// let src = cufold::reduce::kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), &shape, true);
+/// let src = cufold::reduce::kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), 0, &shape, true);
 /// assert!(src.contains("#define CF_OP cf::Sum<float>"));
 /// assert!(src.contains("#include \"cufold/reduce.cuh\""));
 /// ```
-pub fn kernel_source(op: &CudaOp, shape: &ReduceShape, vector_loads: bool) -> String {
+pub fn kernel_source(
+    op: &CudaOp,
+    param_bytes: usize,
+    shape: &ReduceShape,
+    vector_loads: bool,
+) -> String {
     jit::kernel_source(
         "reduce",
         op,
@@ -34,6 +40,7 @@ pub fn kernel_source(op: &CudaOp, shape: &ReduceShape, vector_loads: bool) -> St
             ("CF_VEC", shape.vec.to_string()),
             ("CF_VECTOR", (vector_loads as u32).to_string()),
             ("CF_FINAL_K", shape.final_loads.to_string()),
+            ("CF_OP_BYTES", param_bytes.to_string()),
         ],
     )
 }
@@ -45,19 +52,20 @@ pub fn kernel_source(op: &CudaOp, shape: &ReduceShape, vector_loads: bool) -> St
 /// ```no_run
 /// use cufold::ops::{Operator, Sum};
 /// let shape = cufold::reduce::ReduceShape::for_sizes(4, 256)?;
-/// let cubin = cufold::reduce::compile_kernel(&<Sum as Operator<f32>>::cuda(&Sum), &shape, true, "sm_90")?;
+/// let cubin = cufold::reduce::compile_kernel(&<Sum as Operator<f32>>::cuda(&Sum), 0, &shape, true, "sm_90")?;
 /// assert!(!cubin.is_empty());
 /// # Ok::<(), cufold::Error>(())
 /// ```
 pub fn compile_kernel(
     op: &CudaOp,
+    param_bytes: usize,
     shape: &ReduceShape,
     vector_loads: bool,
     arch: &str,
 ) -> Result<Vec<u8>> {
     jit::probe_nvrtc()?;
     jit::compile(
-        &kernel_source(op, shape, vector_loads),
+        &kernel_source(op, param_bytes, shape, vector_loads),
         &jit::compile_options(arch),
     )
 }
@@ -176,6 +184,8 @@ impl Gpu {
 pub struct Reducer<T: DeviceValue, O: Operator<T>> {
     gpu: Gpu,
     op: O,
+    params: Box<ParamBlob>,
+    param_bytes: usize,
     shape: ReduceShape,
     vector: Option<CudaFunction>,
     scalar: OnceLock<CudaFunction>,
@@ -196,9 +206,12 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
 impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     fn new(gpu: Gpu, op: O, block: u32) -> Result<Self> {
         let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), block)?;
+        let params = op.params();
         let mut r = Reducer {
             gpu,
             op,
+            params: ParamBlob::new(&params, O::NAME)?,
+            param_bytes: params.bytes().len(),
             shape,
             vector: None,
             scalar: OnceLock::new(),
@@ -213,16 +226,76 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
         Ok(r)
     }
 
+    /// The same reducer for another value of the operator: its run-time parameters
+    /// ([`Operator::params`]) change, the compiled kernel is reused (no compile, no cache
+    /// look-up).
+    ///
+    /// Errors ([`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)) if the new
+    /// value's parameters have another size than the first's.
+    ///
+    /// ```no_run
+    /// use cufold::ops::{Mapped, Sum};
+    /// # #[derive(Clone, Copy, Default)] struct Shift(f64);
+    /// # impl cufold::ops::Transform<f64> for Shift { type Out = f64;
+    /// #   fn apply(&self, x: f64, _: u64) -> f64 { x + self.0 }
+    /// #   fn cuda(&self) -> cufold::ops::CudaOp { unimplemented!() } }
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let x = gpu.stream().clone_htod(&[1.0f64, 2.0])?;
+    /// let r = gpu.reducer::<f64, _>(Mapped::new(Shift(0.0), Sum))?;
+    /// for k in 0..1000 {
+    ///     let sum = r.with_op(Mapped::new(Shift(k as f64), Sum))?.reduce(&x)?;
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_op(&self, op: O) -> Result<Self> {
+        let params = op.params();
+        if params.bytes().len() != self.param_bytes {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "{}: this value's run-time parameters take {} bytes, the compiled kernel's {}",
+                    O::NAME,
+                    params.bytes().len(),
+                    self.param_bytes
+                ),
+            ));
+        }
+        Ok(Reducer {
+            gpu: self.gpu.clone(),
+            op,
+            params: ParamBlob::new(&params, O::NAME)?,
+            param_bytes: self.param_bytes,
+            shape: self.shape,
+            vector: self.vector.clone(),
+            scalar: self.scalar.clone(),
+            _input: PhantomData,
+        })
+    }
+
+    /// The operator.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let r = gpu.reducer::<f32, _>(cufold::ops::Max)?;
+    /// let _max: &cufold::ops::Max = r.op();
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn op(&self) -> &O {
+        &self.op
+    }
+
     fn vectorizable(&self) -> bool {
         self.shape.vec as usize * std::mem::size_of::<T>() == 16
     }
 
     fn function(&self, vector: bool) -> Result<CudaFunction> {
         let cuda = self.op.cuda();
-        self.gpu
-            .kernel("cf_reduce", &cuda, &(self.shape, vector), || {
-                kernel_source(&cuda, &self.shape, vector)
-            })
+        self.gpu.kernel(
+            "cf_reduce",
+            &cuda,
+            &(self.shape, vector, self.param_bytes),
+            || kernel_source(&cuda, self.param_bytes, &self.shape, vector),
+        )
     }
 
     /// The plan a reduction of `n` elements would launch.
@@ -318,9 +391,12 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
                 .arg(&lease.plain)
                 .arg(&lease.ticket_base)
                 .arg(&lease.ticket)
-                .arg(&out_ptr);
+                .arg(&out_ptr)
+                .arg(&*self.params);
             // SAFETY: the kernel's parameters are (const In*, u64, u64, u64, Acc*, u64, u64*,
-            // Out*), matching the values pushed; x holds n elements of In; out holds one Out;
+            // Out*, OpBytes<param_bytes>), matching the values pushed (the blob holds at least
+            // the round_up(param_bytes, 16) bytes the driver copies, the operator's parameters
+            // first); x holds n elements of In; out holds one Out;
             // with more than one block, the plain region holds at least `grid` accumulators
             // and the ticket counter has handed out `ticket_base` tickets, both this handle's
             // and used only on this stream, in order.

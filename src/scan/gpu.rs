@@ -4,11 +4,11 @@
 use super::plan::{plan, ScanPlan, ScanShape, TypeSizes};
 use super::{ScanConfig, ScanKind};
 use crate::element::DeviceValue;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::gpu::jit::{self, embedded::defines};
 use crate::gpu::Gpu;
 use crate::ops::check::{check_scan_lengths, check_scannable};
-use crate::ops::{CudaOp, Operator};
+use crate::ops::{CudaOp, Operator, ParamBlob};
 use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use std::marker::PhantomData;
 
@@ -19,19 +19,25 @@ fn slot_words(acc_bytes: usize) -> usize {
     acc_bytes.div_ceil(4)
 }
 
-/// The full CUDA source of the scan kernel for `op` (with these type `sizes`) and
-/// compile-time `shape`.
+/// The full CUDA source of the scan kernel for `op` (with these type `sizes`, and
+/// run-time parameters of `param_bytes` bytes, see [`Operator::params`]) and compile-time
+/// `shape`.
 ///
 /// ```
 /// use cufold::ops::{Operator, Sum};
 /// use cufold::scan::{ScanShape, TypeSizes};
 /// let sizes = TypeSizes::uniform(4);
 /// let shape = ScanShape::for_sizes(sizes, 256, 64, cufold::ScanAlgorithm::Blelloch, true).unwrap();
-/// let src = cufold::scan::kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), sizes, &shape);
+/// let src = cufold::scan::kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), 0, sizes, &shape);
 /// assert!(src.contains("#define CF_OP cf::Sum<float>") && src.contains("#define CF_ALGO 1"));
 /// assert!(src.contains("#include \"cufold/scan.cuh\""));
 /// ```
-pub fn kernel_source(op: &CudaOp, sizes: TypeSizes, shape: &ScanShape) -> String {
+pub fn kernel_source(
+    op: &CudaOp,
+    param_bytes: usize,
+    sizes: TypeSizes,
+    shape: &ScanShape,
+) -> String {
     jit::kernel_source(
         "scan",
         op,
@@ -43,6 +49,7 @@ pub fn kernel_source(op: &CudaOp, sizes: TypeSizes, shape: &ScanShape) -> String
             ("CF_CHUNK", shape.chunk.to_string()),
             ("CF_SLOT_WORDS", slot_words(sizes.acc).to_string()),
             ("CF_SHARED_BYTES", shape.shared_bytes(sizes).to_string()),
+            ("CF_OP_BYTES", param_bytes.to_string()),
         ],
     )
 }
@@ -56,19 +63,20 @@ pub fn kernel_source(op: &CudaOp, sizes: TypeSizes, shape: &ScanShape) -> String
 /// use cufold::scan::{ScanShape, TypeSizes};
 /// let sizes = TypeSizes::uniform(4);
 /// let shape = ScanShape::for_sizes(sizes, 256, 128, Default::default(), true)?;
-/// let cubin = cufold::scan::compile_kernel(&<Sum as Operator<f32>>::cuda(&Sum), sizes, &shape, "sm_90")?;
+/// let cubin = cufold::scan::compile_kernel(&<Sum as Operator<f32>>::cuda(&Sum), 0, sizes, &shape, "sm_90")?;
 /// assert!(!cubin.is_empty());
 /// # Ok::<(), cufold::Error>(())
 /// ```
 pub fn compile_kernel(
     op: &CudaOp,
+    param_bytes: usize,
     sizes: TypeSizes,
     shape: &ScanShape,
     arch: &str,
 ) -> Result<Vec<u8>> {
     jit::probe_nvrtc()?;
     jit::compile(
-        &kernel_source(op, sizes, shape),
+        &kernel_source(op, param_bytes, sizes, shape),
         &jit::compile_options(arch),
     )
 }
@@ -103,6 +111,8 @@ pub fn compile_kernel(
 pub struct Scanner<T: DeviceValue, O: Operator<T>> {
     gpu: Gpu,
     op: O,
+    params: Box<ParamBlob>,
+    param_bytes: usize,
     shape: ScanShape,
     function: CudaFunction,
     _input: PhantomData<fn(T)>,
@@ -131,14 +141,54 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             config.get_staging(),
         )?;
         let cuda = op.cuda();
-        let function = gpu.kernel("cf_scan", &cuda, &shape, || {
-            kernel_source(&cuda, sizes, &shape)
+        let params = op.params();
+        let param_bytes = params.bytes().len();
+        let function = gpu.kernel("cf_scan", &cuda, &(shape, param_bytes), || {
+            kernel_source(&cuda, param_bytes, sizes, &shape)
         })?;
         Ok(Scanner {
             gpu,
             op,
+            params: ParamBlob::new(&params, O::NAME)?,
+            param_bytes,
             shape,
             function,
+            _input: PhantomData,
+        })
+    }
+
+    /// The same scanner for another value of the operator: its run-time parameters
+    /// ([`Operator::params`]) change, the compiled kernel is reused.
+    ///
+    /// Errors ([`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)) if the new
+    /// value's parameters have another size than the first's.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let s = gpu.scanner::<f32, _>(cufold::ops::Sum)?;
+    /// let again = s.with_op(cufold::ops::Sum)?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn with_op(&self, op: O) -> Result<Self> {
+        let params = op.params();
+        if params.bytes().len() != self.param_bytes {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "{}: this value's run-time parameters take {} bytes, the compiled kernel's {}",
+                    O::NAME,
+                    params.bytes().len(),
+                    self.param_bytes
+                ),
+            ));
+        }
+        Ok(Scanner {
+            gpu: self.gpu.clone(),
+            op,
+            params: ParamBlob::new(&params, O::NAME)?,
+            param_bytes: self.param_bytes,
+            shape: self.shape,
+            function: self.function.clone(),
             _input: PhantomData,
         })
     }
@@ -313,9 +363,12 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
                 .arg(&lease.ticket_base)
                 .arg(&lease.ticket)
                 .arg(&leaves)
-                .arg(&nodes);
+                .arg(&nodes)
+                .arg(&*self.params);
             // SAFETY: the kernel's parameters are (const In*, Out*, u64, u64, unsigned,
-            // unsigned, u64, u64*, u64*, u64*), matching the values pushed. x and y hold n
+            // unsigned, u64, u64*, u64*, u64*, OpBytes<param_bytes>), matching the values
+            // pushed (the blob holds at least the round_up(param_bytes, 16) bytes the driver
+            // copies, the operator's parameters first). x and y hold n
             // elements of In and Out (the same memory only for in-place scans, where In = Out
             // and the kernel reads every element of a tile before writing it). With more than
             // one tile, the ticket counter has handed out `ticket_base` tickets, and leaves
