@@ -47,12 +47,59 @@ pub fn push_decl<T: DeviceValue>(s: &mut String) {
     }
 }
 
-/// A struct field of type `T`: its declarations go to `decls`; returns its C++ type. The
-/// derive names each field type once, here, so that a field type that is no device value
-/// gives one error, at the field.
-pub fn field<T: DeviceValue>(decls: &mut String) -> String {
-    push_decl::<T>(decls);
-    T::cuda_name()
+/// What the derive needs of a field's type: its size, whether it is dense, and its C++ name
+/// and declarations.
+pub struct FieldType {
+    size: usize,
+    dense: bool,
+    cuda_name: fn() -> String,
+    cuda_decl: fn() -> String,
+}
+
+/// The field type `T`. The derive names each field type once, here, in one constant that
+/// both `DeviceValue::DENSE` and `cuda_decl` read, so that a field type that is no device
+/// value gives one error, at the field.
+pub const fn field<T: DeviceValue>() -> FieldType {
+    FieldType {
+        size: std::mem::size_of::<T>(),
+        dense: T::DENSE,
+        cuda_name: T::cuda_name,
+        cuda_decl: T::cuda_decl,
+    }
+}
+
+/// Whether a struct of `size` bytes with these fields has no padding: the fields' sizes add
+/// up to the struct's, and no field has padding of its own.
+pub const fn dense(size: usize, fields: &[FieldType]) -> bool {
+    let (mut sum, mut i) = (0, 0);
+    while i < fields.len() {
+        if !fields[i].dense {
+            return false;
+        }
+        sum += fields[i].size;
+        i += 1;
+    }
+    sum == size
+}
+
+/// The fields' (C++ type, C++ name) pairs, for [`struct_decl`]; their types' declarations go
+/// to `decls` (each once).
+pub fn fields<'a>(
+    types: &[FieldType],
+    names: &[&'a str],
+    decls: &mut String,
+) -> Vec<(String, &'a str)> {
+    types
+        .iter()
+        .zip(names)
+        .map(|(t, &name)| {
+            let d = (t.cuda_decl)();
+            if !decls.contains(&d) {
+                decls.push_str(&d);
+            }
+            ((t.cuda_name)(), name)
+        })
+        .collect()
 }
 
 /// The guarded C++ twin of a `#[repr(C)]` struct: `fields` are (C++ type, C++ name) in

@@ -224,6 +224,60 @@ fn shadowing_and_keywords_keep_their_rust_meaning_on_the_cpu() {
 }
 
 #[test]
+fn derived_types_know_whether_they_have_padding() {
+    #[derive(Clone, Copy, cufold::DeviceType)]
+    #[repr(C)]
+    struct Tight {
+        x: f32,
+        n: u32,
+        w: f64,
+    }
+    /// 4 bytes of padding after `x`.
+    #[derive(Clone, Copy, cufold::DeviceType)]
+    #[repr(C)]
+    struct Gap {
+        x: f32,
+        w: f64,
+    }
+    /// No gap of its own, but a field with one.
+    #[derive(Clone, Copy, cufold::DeviceType)]
+    #[repr(C)]
+    struct Holds {
+        inner: Gap,
+    }
+    /// Dense fields, padded at the end by `align(16)`.
+    #[derive(Clone, Copy, cufold::DeviceType)]
+    #[repr(C, align(16))]
+    struct Over {
+        x: f64,
+    }
+    const {
+        assert!(Tight::DENSE && Affine::DENSE && Nested::DENSE);
+        assert!(!Gap::DENSE && !Holds::DENSE && !Over::DENSE);
+        // Best spells its padding out as a field; cufold's Indexed does not.
+        assert!(Best::DENSE && !Pair::DENSE);
+    }
+    let _ = (
+        Tight {
+            x: 0.0,
+            n: 0,
+            w: 0.0,
+        },
+        Holds {
+            inner: Gap { x: 0.0, w: 0.0 },
+        },
+    );
+    let _ = Over { x: 0.0 };
+}
+
+/// Padding from a field that is a cufold value type with padding of its own.
+#[derive(Clone, Copy, cufold::DeviceType)]
+#[repr(C)]
+struct Pair {
+    best: ops::Indexed<f32>,
+}
+
+#[test]
 fn raw_identifiers_lose_their_prefix() {
     #[derive(Clone, Copy, cufold::DeviceType)]
     #[repr(C)]

@@ -136,10 +136,12 @@ fn generate(
         .collect();
     let cpp_names: Vec<String> = rust_names.iter().map(|n| cpp_ident(n)).collect();
     // Spanned at each field's type, so that a field type without a CUDA twin (or without
-    // Approx) is reported there, once.
+    // Approx) is reported there, once: the constant `FIELDS` is the only place that needs
+    // the field types to be device values.
     let field_types = tys
         .iter()
-        .map(|ty| quote_spanned!(ty.span()=> ::cufold::__private::field::<#ty>(&mut s)));
+        .map(|ty| quote_spanned!(ty.span()=> ::cufold::__private::field::<#ty>()));
+    let n_fields = tys.len();
     let approx = idents.iter().zip(&tys).map(|(f, ty)| {
         quote_spanned!(ty.span()=> <#ty as ::cufold::laws::Approx>::approx_eq(&self.#f, &other.#f, tol))
     });
@@ -149,48 +151,55 @@ fn generate(
         .map(|(f, n)| quote!(.field(#n, &self.#f)));
 
     quote! {
-        // SAFETY: the struct is #[repr(C)] and every field is a DeviceValue (cuda_decl
-        // below does not compile otherwise), whose types are themselves DeviceRepr: plain
-        // data that can be copied to the device.
-        unsafe impl ::cufold::__private::cudarc::driver::DeviceRepr for #ident {}
+        const _: () = {
+            const FIELDS: [::cufold::__private::FieldType; #n_fields] = [#(#field_types),*];
 
-        // SAFETY: every field is a DeviceValue, which requires ValidAsZeroBits; a #[repr(C)]
-        // struct of such fields (padding included) is valid as all zeros.
-        unsafe impl ::cufold::__private::cudarc::driver::ValidAsZeroBits for #ident {}
+            // SAFETY: the struct is #[repr(C)] and every field is a DeviceValue (FIELDS
+            // does not compile otherwise), whose types are themselves DeviceRepr: plain
+            // data that can be copied to the device.
+            unsafe impl ::cufold::__private::cudarc::driver::DeviceRepr for #ident {}
 
-        // SAFETY: cuda_decl() declares a C++ struct with the same fields, of the fields'
-        // C++ twins, in declaration order, as C lays out #[repr(C)]; the static_assert in
-        // it makes NVRTC refuse the kernel if size or alignment differ.
-        unsafe impl ::cufold::DeviceValue for #ident {
-            fn cuda_name() -> ::std::string::String {
-                const __CUFOLD_MODULE: u32 = ::cufold::__private::fnv(::core::module_path!());
-                ::cufold::__private::type_name(#name, __CUFOLD_MODULE)
-            }
-            fn cuda_decl() -> ::std::string::String {
-                let mut s = ::std::string::String::new();
-                let fields = [#( (#field_types, #cpp_names) ),*];
-                s.push_str(&::cufold::__private::struct_decl(
-                    &<Self as ::cufold::DeviceValue>::cuda_name(),
-                    ::core::concat!(::core::module_path!(), "::", #name),
-                    &fields,
-                    ::core::mem::size_of::<Self>(),
-                    ::core::mem::align_of::<Self>(),
-                    #align_attr,
-                ));
-                s
-            }
-        }
+            // SAFETY: every field is a DeviceValue, which requires ValidAsZeroBits; a
+            // #[repr(C)] struct of such fields (padding included) is valid as all zeros.
+            unsafe impl ::cufold::__private::cudarc::driver::ValidAsZeroBits for #ident {}
 
-        impl ::core::fmt::Debug for #ident {
-            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                f.debug_struct(#name) #(#debug_fields)* .finish()
+            // SAFETY: cuda_decl() declares a C++ struct with the same fields, of the fields'
+            // C++ twins, in declaration order, as C lays out #[repr(C)]; the static_assert
+            // in it makes NVRTC refuse the kernel if size or alignment differ. DENSE holds
+            // only when the fields' sizes add up to the struct's and each field is dense.
+            unsafe impl ::cufold::DeviceValue for #ident {
+                const DENSE: bool =
+                    ::cufold::__private::dense(::core::mem::size_of::<Self>(), &FIELDS);
+                fn cuda_name() -> ::std::string::String {
+                    const __CUFOLD_MODULE: u32 = ::cufold::__private::fnv(::core::module_path!());
+                    ::cufold::__private::type_name(#name, __CUFOLD_MODULE)
+                }
+                fn cuda_decl() -> ::std::string::String {
+                    let mut s = ::std::string::String::new();
+                    let fields = ::cufold::__private::fields(&FIELDS, &[#(#cpp_names),*], &mut s);
+                    s.push_str(&::cufold::__private::struct_decl(
+                        &<Self as ::cufold::DeviceValue>::cuda_name(),
+                        ::core::concat!(::core::module_path!(), "::", #name),
+                        &fields,
+                        ::core::mem::size_of::<Self>(),
+                        ::core::mem::align_of::<Self>(),
+                        #align_attr,
+                    ));
+                    s
+                }
             }
-        }
 
-        impl ::cufold::laws::Approx for #ident {
-            fn approx_eq(&self, other: &Self, tol: ::cufold::laws::Tolerance) -> bool {
-                #(#approx)&&*
+            impl ::core::fmt::Debug for #ident {
+                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    f.debug_struct(#name) #(#debug_fields)* .finish()
+                }
             }
-        }
+
+            impl ::cufold::laws::Approx for #ident {
+                fn approx_eq(&self, other: &Self, tol: ::cufold::laws::Tolerance) -> bool {
+                    #(#approx)&&*
+                }
+            }
+        };
     }
 }
