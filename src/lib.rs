@@ -52,7 +52,10 @@
 //! [`ops`] for the built-in ones and what each returns for N = 0.
 //!
 //! Write your own once, in Rust: [`op`] keeps the code as the CPU half and translates it
-//! into the CUDA half, and [`DeviceType`] gives your `#[repr(C)]` structs their C++ twins.
+//! into the CUDA half, [`transform`] does the same for a map on the way in, and
+//! [`DeviceType`] gives your `#[repr(C)]` structs their C++ twins. Operators and maps with
+//! fields read them through `&self`: their values travel to the kernel at run time, so one
+//! compiled kernel serves every value.
 //! [`laws::check`] tests an operator's identity, associativity and commutativity claims on
 //! sample values.
 //!
@@ -143,10 +146,11 @@ pub use scan::{ScanAlgorithm, ScanKind, Scanner};
 /// # Ok::<(), cufold::Error>(())
 /// ```
 ///
-/// **Impl form**, on a unit struct you declare: `fn identity() -> Acc`, `fn combine(a: Acc,
+/// **Impl form**, on a struct you declare: `fn identity() -> Acc`, `fn combine(a: Acc,
 /// b: Acc) -> Acc`, and optionally `fn lift(x: In, index: u64) -> Acc` (default: `In` is
 /// `Acc`, unchanged; the index may be left out) and `fn finish(acc: Acc, n: u64) -> Out`
-/// (default: the accumulator; `n` may be left out). The functions stay callable as written.
+/// (default: the accumulator; `n` may be left out). The functions stay callable as written
+/// (as inherent functions, which method calls prefer to the trait's).
 ///
 /// ```
 /// #[derive(Clone, Copy, cufold::DeviceType)]
@@ -170,6 +174,50 @@ pub use scan::{ScanAlgorithm, ScanKind, Scanner};
 /// assert_eq!(cufold::Cpu::new().reduce(&[1.0f32, 7.0, 3.0, 7.0], ArgMaxTies)?, 1);
 /// # Ok::<(), cufold::Error>(())
 /// ```
+///
+/// ## Fields and `&self`: run-time parameters
+///
+/// In the impl form any of the four functions may take `&self` and read the operator's
+/// fields, `self.field` (nested structs too: `self.window.lo`). The struct then needs
+/// `#[derive(Clone, Copy, cufold::DeviceType)]` and `#[repr(C)]`, and must have no padding
+/// bytes (reorder the fields or add explicit ones): its value is the operator's run-time
+/// parameters ([`ops::Operator::params`]), sent to every kernel as its bytes. The CUDA struct
+/// derives from the parameters' C++ twin and adds no data, so only the *type* is compiled
+/// into a kernel: every value of it (a new threshold, scale or window) reuses the compiled
+/// kernel, and [`Reducer::with_op`] / [`Scanner::with_op`] swap values without even a cache
+/// look-up. `self` is read field by field: `self` alone and `self.method()` are compile
+/// errors, as are a struct without [`DeviceType`] and one with padding. An operator whose
+/// functions take no `&self` has no parameters, whatever its fields.
+///
+/// ```
+/// use cufold::ops::Operator;
+///
+/// #[derive(Clone, Copy, cufold::DeviceType)]
+/// #[repr(C)]
+/// struct Huber { delta: f64 }
+///
+/// /// The Huber loss of each residual, summed.
+/// #[cufold::op(commutative)]
+/// impl Huber {
+///     fn identity() -> f64 { 0.0 }
+///     fn lift(&self, r: f64) -> f64 {
+///         let a = r.abs();
+///         if a <= self.delta { 0.5 * r * r } else { self.delta * (a - 0.5 * self.delta) }
+///     }
+///     fn combine(a: f64, b: f64) -> f64 { a + b }
+/// }
+///
+/// let residuals = [0.5, -3.0, 1.0];
+/// let cpu = cufold::Cpu::new();
+/// assert_eq!(cpu.reduce(&residuals, Huber { delta: 1.0 })?, 0.125 + 2.5 + 0.5);
+/// assert_eq!(cpu.reduce(&residuals, Huber { delta: 10.0 })?, 0.125 + 4.5 + 0.5);
+/// // One CUDA source for every delta, which travels as the kernel's argument.
+/// assert_eq!(Huber { delta: 1.0 }.cuda(), Huber { delta: 10.0 }.cuda());
+/// assert_eq!(Huber { delta: 10.0 }.params().bytes(), 10.0f64.to_ne_bytes());
+/// # Ok::<(), cufold::Error>(())
+/// ```
+///
+/// [`transform`] does the same for a map on the way in (an [`ops::Transform`]).
 ///
 /// ## What is translated
 ///
@@ -209,6 +257,62 @@ pub use scan::{ScanAlgorithm, ScanKind, Scanner};
 /// the CPU half and wraps on the GPU; integer division by zero is undefined on the GPU.
 pub use cufold_macros::op;
 
+/// Makes a map on the way into an operator (an [`ops::Transform`], for [`ops::Mapped`])
+/// from Rust code written once: `fn apply` as written is the CPU half, its translation the
+/// CUDA half.
+///
+/// It goes on an inherent `impl` block of a struct with one function
+/// `fn apply(&self, x: In, index: u64) -> Out` (`&self` and the index may be left out);
+/// the struct gets `ops::Transform<In>` with `Out` as its output, and `apply` stays
+/// callable as written. Use it with [`ops::Mapped::new`] before any operator, to reduce or
+/// scan the images of the inputs in one pass (a transform-reduce, a transform-scan). The
+/// body is translated as [`op`]'s are (see there for what is supported).
+///
+/// **Run-time parameters.** With `&self`, `apply` reads the map's fields (`self.field`,
+/// `self.field.sub`): the struct needs `#[derive(Clone, Copy, cufold::DeviceType)]` and
+/// `#[repr(C)]` and no padding bytes, and its value travels to every kernel as its bytes
+/// ([`ops::Transform::params`]), so one compiled kernel serves every value (a new mean, a
+/// new grid spacing). Without `&self` the map has no parameters and may be a unit struct.
+/// `self` alone and `self.method()` are compile errors, as for operators.
+///
+/// ```
+/// use cufold::ops::{Mapped, Max, Sum, Transform};
+/// use cufold::{Cpu, ScanKind};
+///
+/// #[derive(Clone, Copy, cufold::DeviceType)]
+/// #[repr(C)]
+/// struct Standardize { mean: f64, inv_sd: f64 }
+///
+/// #[cufold::transform]
+/// impl Standardize {
+///     fn apply(&self, x: f32) -> f64 { (x as f64 - self.mean) * self.inv_sd }
+/// }
+///
+/// /// x -> x * x: no parameters.
+/// #[derive(Clone, Copy, Debug, Default)]
+/// struct Square;
+///
+/// #[cufold::transform]
+/// impl Square {
+///     fn apply(x: f64) -> f64 { x * x }
+/// }
+///
+/// let x = [1.0f32, 3.0, 5.0];
+/// let z = Standardize { mean: 3.0, inv_sd: 0.5 };
+/// assert_eq!(z.apply(5.0), 1.0); // as written
+/// let cpu = Cpu::new();
+/// assert_eq!(cpu.reduce(&x, Mapped::new(z, Max))?, 1.0);
+/// assert_eq!(cpu.scan(&x, Mapped::new(z, Sum), ScanKind::Inclusive)?, [-1.0, -1.0, 0.0]);
+/// assert_eq!(cpu.reduce(&[1.0, 2.0, 3.0], Mapped::new(Square, Sum))?, 14.0);
+/// // The value is the kernel's argument, not part of its source.
+/// let other = Standardize { mean: -1.0, inv_sd: 2.0 };
+/// assert_eq!(z.cuda(), other.cuda());
+/// assert_eq!(other.params().bytes().len(), 16);
+/// assert!(Square.params().is_none());
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub use cufold_macros::transform;
+
 /// Derives the CUDA twin of a `#[repr(C)]` struct with named fields, so that it can be an
 /// operator's input, accumulator or output: implements [`DeviceValue`] (with a C++ struct
 /// of the same fields, guarded by a `static_assert` on size and alignment), cudarc's
@@ -241,7 +345,8 @@ pub use cufold_macros::op;
 /// ```
 pub use cufold_macros::DeviceType;
 
-/// What the code generated by [`op`] and [`DeviceType`] uses. Not a public API.
+/// What the code generated by [`op`], [`transform`] and [`DeviceType`] uses. Not a public
+/// API.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::macro_support::*;

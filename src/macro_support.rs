@@ -7,6 +7,7 @@
 //! when [`Operator::cuda`](crate::ops::Operator::cuda) is called, from the pieces here.
 
 use crate::element::DeviceValue;
+use crate::ops::OpParams;
 use half::{bf16, f16};
 
 pub use cudarc;
@@ -130,6 +131,73 @@ pub fn struct_decl(
     s
 }
 
+/// What the code generated for an operator or a map with run-time parameters needs of their
+/// type `P` (the operator's own type): its bytes, its C++ twin's name and declarations. The
+/// macros build it in one constant, so that a `P` that is no device value is one error.
+pub struct Params<P> {
+    dense: bool,
+    params: fn(&P) -> OpParams,
+    cuda_name: fn() -> String,
+    cuda_decl: fn() -> String,
+}
+
+/// What the generated code needs of `P`, the one place that requires it to be a device
+/// value.
+pub const fn params<P: DeviceValue>() -> Params<P> {
+    Params {
+        dense: P::DENSE,
+        params: OpParams::of::<P>,
+        cuda_name: P::cuda_name,
+        cuda_decl: P::cuda_decl,
+    }
+}
+
+impl<P> Params<P> {
+    /// Whether `P` has no padding ([`DeviceValue::DENSE`]), so that its bytes can be sent.
+    pub const fn dense(&self) -> bool {
+        self.dense
+    }
+
+    /// The run-time parameters of `value`: its bytes.
+    pub fn of(&self, value: &P) -> OpParams {
+        (self.params)(value)
+    }
+}
+
+/// The struct `name` (under the include guard `CUFOLD_{guard}_{name}`), deriving from
+/// `base` if any, with the typedefs and the member functions (complete C++ definitions,
+/// indented by four spaces).
+fn member_struct(
+    s: &mut String,
+    guard: &str,
+    name: &str,
+    base: Option<&str>,
+    typedefs: &[(&str, String)],
+    functions: &[String],
+) {
+    s.push_str(&format!(
+        "#ifndef CUFOLD_{guard}_{name}\n#define CUFOLD_{guard}_{name}\n"
+    ));
+    match base {
+        Some(b) => s.push_str(&format!("struct {name} : {b} {{\n")),
+        None => s.push_str(&format!("struct {name} {{\n")),
+    }
+    for (alias, ty) in typedefs {
+        s.push_str(&format!("    typedef {ty} {alias};\n"));
+    }
+    for f in functions {
+        s.push_str(f);
+    }
+    s.push_str("};\n");
+    if let Some(b) = base {
+        s.push_str(&format!(
+            "static_assert(sizeof({name}) == sizeof({b}), \"cufold: {name} adds data to its run-time \
+             parameters {b}\");\n"
+        ));
+    }
+    s.push_str("#endif\n");
+}
+
 /// The source of a translated operator: the helpers, the declarations of its types, and
 /// the struct `name` with the typedefs and the four member functions (complete C++
 /// definitions, indented by four spaces, in the order identity, lift, combine, finish).
@@ -137,20 +205,68 @@ pub fn op_source<In: DeviceValue, Acc: DeviceValue, Out: DeviceValue>(
     name: &str,
     functions: &[String; 4],
 ) -> String {
+    op_source_on::<In, Acc, Out>(String::from(PRELUDE), name, None, functions)
+}
+
+/// [`op_source`] for an operator with run-time parameters: the struct `name` derives from
+/// the parameters' C++ twin (declared first) and adds no data, so that its layout is theirs.
+pub fn op_source_with_params<P, In: DeviceValue, Acc: DeviceValue, Out: DeviceValue>(
+    params: &Params<P>,
+    name: &str,
+    functions: &[String; 4],
+) -> String {
     let mut s = String::from(PRELUDE);
+    s.push_str(&(params.cuda_decl)());
+    op_source_on::<In, Acc, Out>(s, name, Some(&(params.cuda_name)()), functions)
+}
+
+fn op_source_on<In: DeviceValue, Acc: DeviceValue, Out: DeviceValue>(
+    mut s: String,
+    name: &str,
+    base: Option<&str>,
+    functions: &[String; 4],
+) -> String {
     push_decl::<In>(&mut s);
     push_decl::<Acc>(&mut s);
     push_decl::<Out>(&mut s);
-    s.push_str(&format!(
-        "#ifndef CUFOLD_OP_{name}\n#define CUFOLD_OP_{name}\nstruct {name} {{\n    typedef {} In;\n    typedef {} Acc;\n    typedef {} Out;\n",
-        In::cuda_name(),
-        Acc::cuda_name(),
-        Out::cuda_name()
-    ));
-    for f in functions {
-        s.push_str(f);
-    }
-    s.push_str("};\n#endif\n");
+    let typedefs = [
+        ("In", In::cuda_name()),
+        ("Acc", Acc::cuda_name()),
+        ("Out", Out::cuda_name()),
+    ];
+    member_struct(&mut s, "OP", name, base, &typedefs, functions);
+    s
+}
+
+/// The source of a translated map ([`Transform`](crate::ops::Transform)): the helpers, the
+/// declarations of its types, and the struct `name` with the typedefs `In` and `Out` and
+/// `operator()` (a complete C++ definition, indented by four spaces).
+pub fn transform_source<In: DeviceValue, Out: DeviceValue>(name: &str, apply: &str) -> String {
+    transform_source_on::<In, Out>(String::from(PRELUDE), name, None, apply)
+}
+
+/// [`transform_source`] for a map with run-time parameters: the struct `name` derives from
+/// the parameters' C++ twin (declared first) and adds no data.
+pub fn transform_source_with_params<P, In: DeviceValue, Out: DeviceValue>(
+    params: &Params<P>,
+    name: &str,
+    apply: &str,
+) -> String {
+    let mut s = String::from(PRELUDE);
+    s.push_str(&(params.cuda_decl)());
+    transform_source_on::<In, Out>(s, name, Some(&(params.cuda_name)()), apply)
+}
+
+fn transform_source_on<In: DeviceValue, Out: DeviceValue>(
+    mut s: String,
+    name: &str,
+    base: Option<&str>,
+    apply: &str,
+) -> String {
+    push_decl::<In>(&mut s);
+    push_decl::<Out>(&mut s);
+    let typedefs = [("In", In::cuda_name()), ("Out", Out::cuda_name())];
+    member_struct(&mut s, "MAP", name, base, &typedefs, &[apply.to_string()]);
     s
 }
 

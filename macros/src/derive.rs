@@ -136,7 +136,7 @@ fn generate(
         .collect();
     let cpp_names: Vec<String> = rust_names.iter().map(|n| cpp_ident(n)).collect();
     // Spanned at each field's type, so that a field type without a CUDA twin (or without
-    // Approx) is reported there, once: the constant `FIELDS` is the only place that needs
+    // Approx) is reported there, once: the constant `__CUFOLD_FIELDS` is the only place that needs
     // the field types to be device values.
     let field_types = tys
         .iter()
@@ -152,9 +152,9 @@ fn generate(
 
     quote! {
         const _: () = {
-            const FIELDS: [::cufold::__private::FieldType; #n_fields] = [#(#field_types),*];
+            const __CUFOLD_FIELDS: [::cufold::__private::FieldType; #n_fields] = [#(#field_types),*];
 
-            // SAFETY: the struct is #[repr(C)] and every field is a DeviceValue (FIELDS
+            // SAFETY: the struct is #[repr(C)] and every field is a DeviceValue (__CUFOLD_FIELDS
             // does not compile otherwise), whose types are themselves DeviceRepr: plain
             // data that can be copied to the device.
             unsafe impl ::cufold::__private::cudarc::driver::DeviceRepr for #ident {}
@@ -169,14 +169,14 @@ fn generate(
             // only when the fields' sizes add up to the struct's and each field is dense.
             unsafe impl ::cufold::DeviceValue for #ident {
                 const DENSE: bool =
-                    ::cufold::__private::dense(::core::mem::size_of::<Self>(), &FIELDS);
+                    ::cufold::__private::dense(::core::mem::size_of::<Self>(), &__CUFOLD_FIELDS);
                 fn cuda_name() -> ::std::string::String {
                     const __CUFOLD_MODULE: u32 = ::cufold::__private::fnv(::core::module_path!());
                     ::cufold::__private::type_name(#name, __CUFOLD_MODULE)
                 }
                 fn cuda_decl() -> ::std::string::String {
                     let mut s = ::std::string::String::new();
-                    let fields = ::cufold::__private::fields(&FIELDS, &[#(#cpp_names),*], &mut s);
+                    let fields = ::cufold::__private::fields(&__CUFOLD_FIELDS, &[#(#cpp_names),*], &mut s);
                     s.push_str(&::cufold::__private::struct_decl(
                         &<Self as ::cufold::DeviceValue>::cuda_name(),
                         ::core::concat!(::core::module_path!(), "::", #name),

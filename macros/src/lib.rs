@@ -1,7 +1,7 @@
-//! The procedural macros of [cufold](https://docs.rs/cufold): `#[op]` and
-//! `#[derive(DeviceType)]`. Use them through cufold's re-exports, `cufold::op` and
-//! `cufold::DeviceType`, whose documentation has runnable examples; the generated code
-//! names `::cufold`.
+//! The procedural macros of [cufold](https://docs.rs/cufold): `#[op]`, `#[transform]` and
+//! `#[derive(DeviceType)]`. Use them through cufold's re-exports, `cufold::op`,
+//! `cufold::transform` and `cufold::DeviceType`, whose documentation has runnable
+//! examples; the generated code names `::cufold`.
 //!
 //! `#[op]` keeps an operator's Rust functions as written (the CPU half) and translates
 //! their bodies into a CUDA C++ struct (the GPU half). The translation covers literals and
@@ -18,6 +18,10 @@
 //! - `op`: `#[op]`. `op::attr` parses the attribute's arguments and `op::ast` the item
 //!   (the function form or the impl form); `op::valid` checks it, reporting every problem
 //!   at once; `op::expand` writes the unit struct, the `Operator` impl and its `cuda()`.
+//! - `transform`: `#[transform]`, checked (with `op::valid`'s signature checks), then the
+//!   `Transform` impl generated.
+//! - `params`: run-time parameters, shared by both: the `&self` receiver, and the constant
+//!   that asks, in one place, that the value's type be a dense device value.
 //! - `translate`: the translation of an operator's bodies into CUDA C++, by concern:
 //!   `translate::stmt` (blocks and statements), `translate::expr` (expressions),
 //!   `translate::call` (method and `T::f(..)` calls, the supported methods) and
@@ -34,6 +38,8 @@ mod derive;
 mod errors;
 mod names;
 mod op;
+mod params;
+mod transform;
 mod translate;
 
 /// Makes an associative operator from Rust code: the CPU half is the code as written, the
@@ -49,8 +55,9 @@ mod translate;
 /// // `compose` is now a unit struct implementing cufold::ops::Operator<Affine>.
 /// ```
 ///
-/// Impl form, on a unit struct, with a lift (input and index to accumulator) and a finish
-/// (accumulator and count to output), both optional:
+/// Impl form, on a struct, with a lift (input and index to accumulator) and a finish
+/// (accumulator and count to output), both optional; functions that take `&self` read the
+/// struct's fields, which become the operator's run-time parameters:
 ///
 /// ```text
 /// #[derive(Clone, Copy, Debug, Default)]
@@ -69,6 +76,29 @@ mod translate;
 #[proc_macro_attribute]
 pub fn op(attr: TokenStream, item: TokenStream) -> TokenStream {
     op::expand(attr.into(), item.into()).into()
+}
+
+/// Makes a map on the way into an operator (a `cufold::ops::Transform`) from Rust code:
+/// `fn apply(&self, x: In, index: u64) -> Out` as written is the CPU half, its translation
+/// the CUDA half; with `&self`, the value's fields are run-time parameters, so one compiled
+/// kernel serves every value.
+///
+/// ```text
+/// #[derive(Clone, Copy, cufold::DeviceType)]
+/// #[repr(C)]
+/// struct Standardize { mean: f64, inv_sd: f64 }
+///
+/// #[cufold::transform]
+/// impl Standardize {
+///     fn apply(&self, x: f32) -> f64 { (x as f64 - self.mean) * self.inv_sd }
+/// }
+/// // Standardize now implements cufold::ops::Transform<f32>.
+/// ```
+///
+/// See `cufold::transform` for the full documentation and examples.
+#[proc_macro_attribute]
+pub fn transform(attr: TokenStream, item: TokenStream) -> TokenStream {
+    transform::expand(attr.into(), item.into()).into()
 }
 
 /// Gives a `#[repr(C)]` struct of device values a CUDA twin: implements

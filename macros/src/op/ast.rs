@@ -19,7 +19,7 @@ impl Form {
             _ => Err(syn::Error::new(
                 Span::call_site(),
                 "#[cufold::op] goes on a function `fn name(a: T, b: T) -> T`, or on an `impl` block \
-                 of a unit struct with `fn identity`, `fn combine` and optionally `fn lift` and `fn finish`",
+                 of a struct with `fn identity`, `fn combine` and optionally `fn lift` and `fn finish`",
             )),
         }
     }
@@ -61,7 +61,7 @@ impl<'a> ImplFns<'a> {
 
 /// The typed parameters of a signature (receivers are reported by
 /// `valid::check_signature`).
-pub(super) fn params(sig: &Signature) -> Vec<(&Pat, &Type)> {
+pub(crate) fn params(sig: &Signature) -> Vec<(&Pat, &Type)> {
     sig.inputs
         .iter()
         .filter_map(|a| match a {

@@ -4,6 +4,7 @@
 use super::ast::params;
 use super::attr::Args;
 use super::valid::{FnOp, ImplOp};
+use crate::params::takes_self;
 use crate::translate::{Body, Cpp, Param, Translator};
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
@@ -12,6 +13,9 @@ use syn::{ImplItemFn, ItemFn, Pat, Type};
 /// What both forms produce: the operator's types and the pieces of its two halves.
 struct Spec {
     self_ty: TokenStream,
+    /// The impl form's type, when a function takes `&self`: the operator's value is its
+    /// run-time parameters.
+    params: Option<Type>,
     name: String,
     in_ty: Type,
     acc_ty: Type,
@@ -30,6 +34,7 @@ struct Spec {
 fn operator_impl(s: &Spec) -> TokenStream {
     let Spec {
         self_ty,
+        params,
         name,
         in_ty,
         acc_ty,
@@ -43,6 +48,22 @@ fn operator_impl(s: &Spec) -> TokenStream {
         cuda,
     } = s;
     let cuda_body = match cuda {
+        // With run-time parameters the C++ struct derives from their twin, whose name is
+        // the type's: the operator's gets a suffix.
+        Ok(fns) if params.is_some() => {
+            let fns = fns.iter().map(Cpp::build);
+            quote! {
+                const __CUFOLD_MODULE: u32 = ::cufold::__private::fnv(::core::module_path!());
+                let name = ::std::format!("{}_op", ::cufold::__private::type_name(#name, __CUFOLD_MODULE));
+                let functions: [::std::string::String; 4] = [#(#fns),*];
+                ::cufold::ops::CudaOp {
+                    source: ::cufold::__private::op_source_with_params::<_, #in_ty, #acc_ty, #out_ty>(
+                        &__CUFOLD_PARAMS, &name, &functions,
+                    ),
+                    type_name: name,
+                }
+            }
+        }
         Ok(fns) => {
             let fns = fns.iter().map(Cpp::build);
             quote! {
@@ -61,8 +82,14 @@ fn operator_impl(s: &Spec) -> TokenStream {
         )),
     };
     let errors = cuda.as_ref().err().map(|e| e.to_compile_error());
-    quote! {
-        #errors
+    let params_fn = params.as_ref().map(|_| {
+        quote!(
+            fn params(&self) -> ::cufold::ops::OpParams {
+                __CUFOLD_PARAMS.of(self)
+            }
+        )
+    });
+    let imp = quote! {
         impl ::cufold::ops::Operator<#in_ty> for #self_ty {
             type Acc = #acc_ty;
             type Out = #out_ty;
@@ -74,7 +101,22 @@ fn operator_impl(s: &Spec) -> TokenStream {
             #combine
             fn finish(&self, acc: #acc_ty, n: u64) -> #out_ty { let _ = n; #finish }
             fn cuda(&self) -> ::cufold::ops::CudaOp { #cuda_body }
+            #params_fn
         }
+    };
+    match params {
+        // The impl beside the constant its `params` and `cuda` read.
+        Some(ty) => {
+            let holder = crate::params::holder(ty, name, "operator");
+            quote! {
+                #errors
+                const _: () = {
+                    #holder
+                    #imp
+                };
+            }
+        }
+        None => quote!(#errors #imp),
     }
 }
 
@@ -85,7 +127,7 @@ fn translate(
     combine: (&[(&Pat, &Type)], Body),
     finish: Option<(&[(&Pat, &Type)], Body)>,
 ) -> syn::Result<[Cpp; 4]> {
-    let mut t = Translator::new();
+    let mut t = Translator::new().members(&["identity", "lift", "combine", "finish"]);
     fn params<'a>(p: &[(&'a Pat, &Type)], types: &[&'static str]) -> Vec<Param<'a>> {
         types
             .iter()
@@ -158,6 +200,7 @@ pub(super) fn fn_form(args: &Args, op: FnOp) -> TokenStream {
     let block = &f.block;
     let spec = Spec {
         self_ty: quote!(#name),
+        params: None,
         name: name.to_string().trim_start_matches("r#").to_string(),
         in_ty: ty.clone(),
         acc_ty: ty.clone(),
@@ -177,7 +220,7 @@ pub(super) fn fn_form(args: &Args, op: FnOp) -> TokenStream {
     operator_impl(&spec)
 }
 
-/// `Operator<I>` for the impl form's unit struct, calling the block's functions, and
+/// `Operator<I>` for the impl form's struct, calling the block's functions, and
 /// their bodies translated.
 pub(super) fn impl_form(args: &Args, op: ImplOp) -> TokenStream {
     let ImplOp {
@@ -202,12 +245,23 @@ pub(super) fn impl_form(args: &Args, op: ImplOp) -> TokenStream {
         finish.map(|f| (&finish_params.as_ref().unwrap()[..], Body::Block(&f.block))),
     );
     let ty = quote!(#self_ty);
+    // A function that takes `&self` is called on the operator's value.
     let call = |f: &ImplItemFn, args: TokenStream| {
         let id = &f.sig.ident;
+        let args = if takes_self(&f.sig) {
+            quote!(self, #args)
+        } else {
+            args
+        };
         quote_spanned!(f.sig.ident.span()=> <#ty>::#id(#args))
     };
+    let with_self = [Some(identity), lift, Some(combine), finish]
+        .into_iter()
+        .flatten()
+        .any(|f| takes_self(&f.sig));
     let spec = Spec {
         self_ty: ty.clone(),
+        params: with_self.then(|| (**self_ty).clone()),
         name,
         in_ty,
         acc_ty: acc.clone(),

@@ -5,10 +5,10 @@
 //! writes the unit struct, the `Operator` impl and its `cuda()`, with the bodies
 //! translated by `crate::translate`.
 
-mod ast;
+pub(crate) mod ast;
 mod attr;
 mod expand;
-mod valid;
+pub(crate) mod valid;
 
 use crate::errors::Errors;
 use ast::{Form, ImplFns};

@@ -24,7 +24,7 @@ pub(super) struct FnOp<'a> {
 /// An impl-form operator with nothing to report, its types told by its functions.
 pub(super) struct ImplOp<'a> {
     pub(super) item: &'a ItemImpl,
-    /// The unit struct's name, for messages and the C++ name.
+    /// The struct's name, for messages and the C++ name.
     pub(super) name: String,
     pub(super) identity: &'a ImplItemFn,
     pub(super) lift: Option<&'a ImplItemFn>,
@@ -39,7 +39,7 @@ fn same_type(a: &Type, b: &Type) -> bool {
     a.to_token_stream().to_string() == b.to_token_stream().to_string()
 }
 
-fn ret_type(sig: &Signature, errors: &mut Errors) -> Option<Type> {
+pub(crate) fn ret_type(sig: &Signature, errors: &mut Errors) -> Option<Type> {
     match &sig.output {
         ReturnType::Type(_, t) => Some((**t).clone()),
         ReturnType::Default => {
@@ -52,34 +52,40 @@ fn ret_type(sig: &Signature, errors: &mut Errors) -> Option<Type> {
     }
 }
 
-/// Refuses what no operator function may have: generics, `self`, `async`, `unsafe`, ...
-fn check_signature(sig: &Signature, errors: &mut Errors) {
+/// Refuses what no operator function may have: generics, `async`, `unsafe`, ..., and any
+/// receiver but `&self`, which only the impl form's functions may take (`self_ok`). `what`
+/// is "operator" or "map", for the messages.
+pub(crate) fn check_signature(sig: &Signature, self_ok: bool, what: &str, errors: &mut Errors) {
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
         errors.at(
             &sig.generics,
-            "operators cannot be generic: write one per type",
+            format!("{what}s cannot be generic: write one per type"),
         );
     }
     if let Some(a) = &sig.asyncness {
-        errors.at(a, "operators cannot be `async`");
+        errors.at(a, format!("{what}s cannot be `async`"));
     }
     if let Some(u) = &sig.unsafety {
-        errors.at(u, "operators cannot be `unsafe`");
+        errors.at(u, format!("{what}s cannot be `unsafe`"));
     }
     if let Some(v) = &sig.variadic {
-        errors.at(v, "operators cannot be variadic");
+        errors.at(v, format!("{what}s cannot be variadic"));
     }
     for arg in &sig.inputs {
         if let FnArg::Receiver(r) = arg {
-            errors.at(
-                r,
-                "operator functions take no `self`: they are called on the operator's values",
-            );
+            if self_ok {
+                crate::params::check_receiver(r, what, errors);
+            } else {
+                errors.at(
+                    r,
+                    "operator functions take no `self`: they are called on the operator's values",
+                );
+            }
         }
     }
 }
 
-fn arity_span(sig: &Signature) -> TokenStream {
+pub(crate) fn arity_span(sig: &Signature) -> TokenStream {
     let inputs = &sig.inputs;
     if inputs.is_empty() {
         let span = sig.paren_token.span.join();
@@ -89,7 +95,7 @@ fn arity_span(sig: &Signature) -> TokenStream {
     }
 }
 
-fn check_u64(ty: &Type, what: &str, errors: &mut Errors) {
+pub(crate) fn check_u64(ty: &Type, what: &str, errors: &mut Errors) {
     if ty.to_token_stream().to_string() != "u64" {
         errors.at(ty, format!("the {what} is a `u64`"));
     }
@@ -99,7 +105,7 @@ fn check_u64(ty: &Type, what: &str, errors: &mut Errors) {
 /// `errors`; the operator, where there was nothing to report.
 pub(super) fn fn_form<'a>(args: &'a Args, f: &'a ItemFn, errors: &mut Errors) -> Option<FnOp<'a>> {
     let sig = &f.sig;
-    check_signature(sig, errors);
+    check_signature(sig, false, "operator", errors);
     let ps = params(sig);
     let ret = ret_type(sig, errors);
     if ps.len() != 2 {
@@ -209,13 +215,13 @@ pub(super) fn impl_form<'a>(
         other => {
             errors.at(
                 other,
-                "#[cufold::op] goes on the impl block of a unit struct, such as `impl LogSumExp`",
+                "#[cufold::op] goes on the impl block of a struct, such as `impl LogSumExp`",
             );
             String::new()
         }
     };
     for f in &fns.all {
-        check_signature(&f.sig, errors);
+        check_signature(&f.sig, true, "operator", errors);
     }
     let missing = |what: &str| format!("missing `{what}` in the operator's impl block");
     if fns.combine.is_none() {

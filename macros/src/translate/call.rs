@@ -106,6 +106,17 @@ fn supported_methods() -> String {
 impl Translator {
     pub(super) fn method_call(&mut self, m: &syn::ExprMethodCall) -> Cpp {
         let name = m.method.to_string();
+        if super::expr::is_self(&m.receiver) {
+            self.error(
+                &m.method,
+                format!(
+                    "`self`'s methods (`self.{name}()`) are not translated: a translated body calls \
+                     only the number types' methods; read the run-time parameters as `self.field` \
+                     and write the computation inline"
+                ),
+            );
+            return Cpp::default();
+        }
         if let Some(t) = &m.turbofish {
             self.error(t, "turbofish method calls are not translated");
             return Cpp::default();

@@ -58,6 +58,14 @@ impl Translator {
     pub(super) fn expr(&mut self, e: &Expr, expect: Option<&Cpp>) -> Cpp {
         match e {
             Expr::Lit(l) => self.lit(&l.lit, false),
+            Expr::Path(p) if is_self(e) => {
+                self.error(
+                    p,
+                    "`self` alone is not translated: a translated body reads the run-time parameters \
+                     field by field, as `self.field`",
+                );
+                Cpp::default()
+            }
             Expr::Path(p) => {
                 if p.qself.is_some() {
                     self.error(p, "qualified paths (`<T as Trait>::X`) are not translated");
@@ -74,6 +82,22 @@ impl Translator {
                 c.code(quote_spanned!(path.span()=>
                     ::cufold::__private::CudaLiteral::cuda_literal(&(#path))));
                 c
+            }
+            Expr::Field(f) if is_self(&f.base) => {
+                let name = self.member(&f.member);
+                if let Member::Named(id) = &f.member {
+                    let rust = id.to_string();
+                    if self.members.contains(&rust.as_str()) {
+                        self.error(
+                            &f.member,
+                            format!(
+                                "a parameter field named `{rust}` cannot be read in CUDA, where the \
+                                 operator's function `{rust}` hides it: rename the field"
+                            ),
+                        );
+                    }
+                }
+                Cpp::text(format!("this->{name}"))
             }
             Expr::Field(f) => {
                 let mut base = self.expr(&f.base, None);
@@ -478,6 +502,16 @@ impl Translator {
                 String::new()
             }
         }
+    }
+}
+
+/// Whether `e` is `self` (in parentheses or not).
+pub(super) fn is_self(e: &Expr) -> bool {
+    match e {
+        Expr::Path(p) => p.qself.is_none() && p.path.is_ident("self"),
+        Expr::Paren(p) => is_self(&p.expr),
+        Expr::Group(g) => is_self(&g.expr),
+        _ => false,
     }
 }
 

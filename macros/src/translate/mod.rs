@@ -6,6 +6,11 @@
 //! The output is a list of pieces: C++ text, and Rust expressions evaluated when the
 //! operator's source is built (the C++ names of user types, exact literals of constants).
 //!
+//! Run-time parameters: in a function that takes `&self`, `self.field` (and
+//! `self.field.sub`) reads a field of the operator's (or map's) value, whose C++ twin the
+//! generated struct derives from: it becomes `this->field`. `self` alone and
+//! `self.method()` are refused.
+//!
 //! Control flow: a function's tail `if`/`else` becomes C++ `if`/`else` with `return`s;
 //! an `if` used as a value becomes `c ? a : b` when its branches are single expressions
 //! and an immediately invoked lambda otherwise; struct literals become a local that is
@@ -60,6 +65,9 @@ pub(crate) struct Translator {
     /// Inside an expression lambda: Rust's `return` cannot be expressed there.
     lambda_depth: usize,
     indent: usize,
+    /// The member functions of the C++ struct, which hide fields of the same name in the
+    /// struct of run-time parameters it derives from.
+    members: &'static [&'static str],
 }
 
 /// A path as written (`a::b::c`), for messages.
@@ -79,7 +87,16 @@ impl Translator {
             declared: HashSet::new(),
             lambda_depth: 0,
             indent: 0,
+            members: &[],
         }
+    }
+
+    /// The names of the C++ struct's member functions (`identity`, `lift`, ...): a body
+    /// that reads a parameter field of one of these names is refused, as C++ would hide
+    /// the field behind the function.
+    pub(crate) fn members(mut self, names: &'static [&'static str]) -> Self {
+        self.members = names;
+        self
     }
 
     /// All errors so far, combined, or `Ok`.
@@ -92,7 +109,8 @@ impl Translator {
     }
 
     /// A C++ member function `__device__ RET NAME(PARAMS) const { BODY }`, indented for
-    /// the inside of a struct.
+    /// the inside of a struct. `self.field` in the body reads the field of the run-time
+    /// parameters the struct derives from (`this->field`).
     pub(crate) fn function(&mut self, ret: &str, name: &str, params: &[Param], body: Body) -> Cpp {
         self.scopes = vec![Vec::new()];
         self.declared.clear();
