@@ -313,4 +313,20 @@ fn every_macro_kernel_compiles_for_hopper() {
     build::<FSample, _>(ExactProbe);
     build::<FSample, _>(MathProbe);
     build::<ISample, _>(IntProbe);
+    // With run-time parameters (tests/params_gpu.rs compiles their scans too).
+    build::<f64, _>(Scaled { k: 2.0 });
+    build::<f32, _>(InWindow {
+        window: Window { lo: 0.0, hi: 1.0 },
+        first: 0,
+        cap: 9,
+        unit: 1.0,
+    });
+    build::<f32, _>(ops::Mapped::new(
+        Standardize {
+            mean: 0.5,
+            inv_sd: 2.0,
+        },
+        ops::Sum,
+    ));
+    build::<f64, _>(ops::Mapped::new(Square, Scaled { k: 0.5 }));
 }

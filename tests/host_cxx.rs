@@ -15,7 +15,7 @@ mod macro_ops;
 
 use common::{same, Rng};
 use cufold::laws::{Approx, Tolerance};
-use cufold::ops::{CudaOp, Operator};
+use cufold::ops::{self, CudaOp, Mapped, Operator};
 use cufold::{bf16, f16, DeviceValue};
 use macro_ops::probes::*;
 use macro_ops::*;
@@ -141,12 +141,22 @@ static void hex_in(void* p, size_t n) {
         b[i] = (unsigned char)v;
     }
 }
-// Identity, then lift of every input, combine of pairs, finish of every lifted value.
+// The operator from its run-time parameters (as cf::make_op does in a kernel: memcpy of
+// the bytes, or default construction without any); then identity, lift of every input,
+// combine of pairs, finish of every lifted value.
 template <class Op> int run() {
     typedef typename Op::In In;
     typedef typename Op::Acc Acc;
     typedef typename Op::Out Out;
-    const Op op = Op();
+    Op op = Op();
+    size_t np;
+    if (std::scanf("%zu", &np) != 1) return 2;
+    if (np > 0) {
+        if (np != sizeof(Op)) return 4;
+        std::vector<unsigned char> bytes(np);
+        hex_in(bytes.data(), np);
+        std::memcpy(&op, bytes.data(), np);
+    }
     size_t n;
     if (std::scanf("%zu", &n) != 1 || n == 0) return 2;
     std::vector<In> xs(n);
@@ -206,7 +216,12 @@ where
         self.op.cuda()
     }
     fn stdin(&self) -> String {
-        let mut s = format!("{}\n", self.xs.len());
+        let params = self.op.params();
+        let mut s = format!("{}\n", params.bytes().len());
+        for b in params.bytes() {
+            s.push_str(&format!("{b:02x}"));
+        }
+        s.push_str(&format!("\n{}\n", self.xs.len()));
         for x in &self.xs {
             for b in bytes(x) {
                 s.push_str(&format!("{b:02x}"));
@@ -327,7 +342,7 @@ fn cases() -> Vec<Box<dyn Case>> {
         case("lse", lse, lses),
         case("LogSumExp", LogSumExp, f.clone()),
         case("ArgMaxTies", ArgMaxTies, quantized),
-        case("Hull", Hull, doubles),
+        case("Hull", Hull, doubles.clone()),
         case("HullByMethods", HullByMethods, f.clone()),
         case("Welford", Welford, f.clone()),
         case("hsum", hsum, halves),
@@ -335,6 +350,70 @@ fn cases() -> Vec<Box<dyn Case>> {
         case("HalfSummary", HalfSummary, f.clone()),
         case("BitStats", BitStats, words),
         case("syntax", syntax, nested),
+        // Run-time parameters: the C++ operator is built from the value's bytes.
+        case("Scaled", Scaled { k: -0.3 }, doubles.clone()),
+        case(
+            "InWindow",
+            InWindow {
+                window: Window { lo: -0.5, hi: 1e3 },
+                first: 5,
+                cap: 40,
+                unit: 0.7,
+            },
+            f.clone(),
+        ),
+        case(
+            "Mapped<Standardize, Sum>",
+            Mapped::new(
+                Standardize {
+                    mean: 0.3,
+                    inv_sd: 1.7,
+                },
+                ops::Sum,
+            ),
+            f.clone(),
+        ),
+        case(
+            "Mapped<Standardize, Scaled>",
+            Mapped::new(
+                Standardize {
+                    mean: -2.0,
+                    inv_sd: 0.1,
+                },
+                Scaled { k: 3.0 },
+            ),
+            f.clone(),
+        ),
+        case(
+            "Mapped<Ramp, Max>",
+            Mapped::new(
+                Ramp {
+                    slope: 0.25,
+                    clip: Window {
+                        lo: -10.0,
+                        hi: 60.0,
+                    },
+                },
+                ops::Max,
+            ),
+            finite.clone(),
+        ),
+        case(
+            "Mapped<Square, Scaled>",
+            Mapped::new(Square, Scaled { k: 0.5 }),
+            doubles.clone(),
+        ),
+        case(
+            "Mapped<Standardize, Mapped<Square, Scaled>>",
+            Mapped::new(
+                Standardize {
+                    mean: 0.5,
+                    inv_sd: 4.0,
+                },
+                Mapped::new(Square, Scaled { k: -1.5 }),
+            ),
+            f.clone(),
+        ),
         case("ExactProbe", ExactProbe, float_samples()),
         case("IntProbe", IntProbe, int_samples()),
         // Rust's own cbrt is correctly rounded; glibc's cbrt and cbrtf are within 1 and 3

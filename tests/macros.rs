@@ -8,8 +8,8 @@ mod macro_ops;
 
 use common::*;
 use cufold::laws::{self, Law, Tolerance};
-use cufold::ops::{self, Operator};
-use cufold::{bf16, f16, Cpu, DeviceValue, ErrorKind};
+use cufold::ops::{self, Mapped, Operator, Transform};
+use cufold::{bf16, f16, Cpu, DeviceValue, ErrorKind, ScanKind};
 use macro_ops::*;
 
 /// The generated source after the shared helpers, with the module hash shown as `H`.
@@ -573,4 +573,332 @@ fn the_law_checker_passes_lawful_operators() {
         Err(Law::Associativity),
         "the moments' rounding is visible without a tolerance"
     );
+}
+
+// ---- run-time parameters ------------------------------------------------------------
+
+/// The bytes of a padding-free value.
+fn bytes_of<T: DeviceValue>(v: &T) -> Vec<u8> {
+    assert!(T::DENSE);
+    // SAFETY: DENSE: every byte belongs to a field.
+    unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }
+        .to_vec()
+}
+
+#[test]
+fn golden_cuda_of_an_operator_with_run_time_parameters() {
+    let op = Scaled { k: 2.5 }.cuda();
+    let h = format!("{:08x}", cufold::__private::fnv("macros::macro_ops"));
+    assert_eq!(op.type_name, format!("Scaled_{h}_op"));
+    assert_eq!(
+        body(&op.source, "macros::macro_ops"),
+        r#"#ifndef CUFOLD_DECL_Scaled_H
+#define CUFOLD_DECL_Scaled_H
+// macros::macro_ops::Scaled
+struct Scaled_H {
+    double k;
+};
+static_assert(sizeof(Scaled_H) == 8 && alignof(Scaled_H) == 8, "cufold: the CUDA struct Scaled_H does not have the layout of the Rust struct macros::macro_ops::Scaled");
+#endif
+#ifndef CUFOLD_OP_Scaled_H_op
+#define CUFOLD_OP_Scaled_H_op
+struct Scaled_H_op : Scaled_H {
+    typedef double In;
+    typedef double Acc;
+    typedef double Out;
+    __device__ Acc identity() const {
+        return cfm::flit(0.0f, 0.0);
+    }
+    __device__ Acc lift(In x, cf::u64) const {
+        return cfm::mul(x, this->k);
+    }
+    __device__ Acc combine(Acc a, Acc b) const {
+        return cfm::add(a, b);
+    }
+    __device__ Out finish(Acc a, cf::u64) const { return a; }
+};
+static_assert(sizeof(Scaled_H_op) == sizeof(Scaled_H), "cufold: Scaled_H_op adds data to its run-time parameters Scaled_H");
+#endif
+"#
+    );
+    // The value is not in the source: every value shares one kernel.
+    assert_eq!(Scaled { k: -1.0 }.cuda(), op);
+    assert_eq!(<Scaled as Operator<f64>>::NAME, "Scaled");
+}
+
+#[test]
+fn golden_cuda_of_nested_parameters_in_every_function() {
+    let src = body(
+        &InWindow {
+            window: Window { lo: 0.0, hi: 1.0 },
+            first: 0,
+            cap: 10,
+            unit: 1.0,
+        }
+        .cuda()
+        .source,
+        "macros::macro_ops",
+    );
+    // The parameters' fields' types are declared before the parameters, and they before
+    // the operator.
+    let order = [
+        "struct Window_H {",
+        "struct InWindow_H {",
+        "struct Hits_H {",
+        "struct InWindow_H_op : InWindow_H {",
+    ];
+    let at: Vec<usize> = order
+        .iter()
+        .map(|s| src.find(s).unwrap_or_else(|| panic!("{s}\n{src}")))
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{src}");
+    let start = src.find("    __device__ Acc lift").unwrap();
+    assert_eq!(
+        &src[start..],
+        r#"    __device__ Acc lift(In x, cf::u64 index) const {
+        if (((cfm::ge(index, this->first) && cfm::ge(x, this->window.lo)) && cfm::lt(x, this->window.hi))) {
+            Hits_H cfm_s;
+            cfm_s.count = cfm::ilit(1);
+            cfm_s.sum = cfm::cast<double>(x);
+            return cfm_s;
+        } else {
+            Hits_H cfm_s;
+            cfm_s.count = cfm::ilit(0);
+            cfm_s.sum = cfm::flit(0.0f, 0.0);
+            return cfm_s;
+        }
+    }
+    __device__ Acc combine(Acc a, Acc b) const {
+        Hits_H cfm_s;
+        cfm_s.count = cfm::min(cfm::add(a.count, b.count), this->cap);
+        cfm_s.sum = cfm::add(a.sum, b.sum);
+        return cfm_s;
+    }
+    __device__ Out finish(Acc acc, cf::u64 _n) const {
+        return cfm::mul(cfm::div(acc.sum, cfm::cast<double>(cfm::max(acc.count, cfm::ilit(1)))), this->unit);
+    }
+};
+static_assert(sizeof(InWindow_H_op) == sizeof(InWindow_H), "cufold: InWindow_H_op adds data to its run-time parameters InWindow_H");
+#endif
+"#
+    );
+}
+
+#[test]
+fn golden_cuda_of_maps_with_and_without_parameters() {
+    let map = Standardize {
+        mean: 1.0,
+        inv_sd: 0.5,
+    }
+    .cuda();
+    let h = format!("{:08x}", cufold::__private::fnv("macros::macro_ops"));
+    assert_eq!(map.type_name, format!("Standardize_{h}_map"));
+    assert_eq!(
+        body(&map.source, "macros::macro_ops"),
+        r#"#ifndef CUFOLD_DECL_Standardize_H
+#define CUFOLD_DECL_Standardize_H
+// macros::macro_ops::Standardize
+struct Standardize_H {
+    double mean;
+    double inv_sd;
+};
+static_assert(sizeof(Standardize_H) == 16 && alignof(Standardize_H) == 8, "cufold: the CUDA struct Standardize_H does not have the layout of the Rust struct macros::macro_ops::Standardize");
+#endif
+#ifndef CUFOLD_MAP_Standardize_H_map
+#define CUFOLD_MAP_Standardize_H_map
+struct Standardize_H_map : Standardize_H {
+    typedef float In;
+    typedef double Out;
+    __device__ Out operator()(In x, cf::u64) const {
+        return cfm::mul(cfm::sub(cfm::cast<double>(x), this->mean), this->inv_sd);
+    }
+};
+static_assert(sizeof(Standardize_H_map) == sizeof(Standardize_H), "cufold: Standardize_H_map adds data to its run-time parameters Standardize_H");
+#endif
+"#
+    );
+    assert_eq!(
+        body(&Square.cuda().source, "macros::macro_ops"),
+        r#"#ifndef CUFOLD_MAP_Square_H_map
+#define CUFOLD_MAP_Square_H_map
+struct Square_H_map {
+    typedef double In;
+    typedef double Out;
+    __device__ Out operator()(In x, cf::u64) const {
+        return cfm::mul(x, x);
+    }
+};
+#endif
+"#
+    );
+    let ramp = body(
+        &Ramp {
+            slope: 1.0,
+            clip: Window { lo: 0.0, hi: 1.0 },
+        }
+        .cuda()
+        .source,
+        "macros::macro_ops",
+    );
+    assert!(
+        ramp.contains(
+            "    __device__ Out operator()(In x, cf::u64 index) const {\n        \
+             auto y = cfm::add(x, cfm::mul(this->slope, cfm::cast<float>(index)));\n        \
+             if (cfm::lt(y, this->clip.lo)) {\n            return this->clip.lo;\n"
+        ),
+        "{ramp}"
+    );
+    // In a Mapped, the map's struct and the operator's, each once.
+    let m = Mapped::new(
+        Standardize {
+            mean: 0.0,
+            inv_sd: 1.0,
+        },
+        Scaled { k: 1.0 },
+    )
+    .cuda();
+    assert_eq!(
+        m.type_name,
+        format!("cf::Mapped<Standardize_{h}_map, Scaled_{h}_op>")
+    );
+    assert_eq!(m.source.matches("\nstruct Scaled_").count(), 2); // the twin and the op
+}
+
+#[test]
+fn parameters_are_the_values_bytes() {
+    let s = Scaled { k: 0.1 };
+    let p = s.params();
+    assert_eq!((p.bytes(), p.align()), (&0.1f64.to_ne_bytes()[..], 8));
+    let w = InWindow {
+        window: Window { lo: -1.5, hi: 2.0 },
+        first: 3,
+        cap: u64::MAX,
+        unit: 1e-3,
+    };
+    assert_eq!(w.params().bytes(), bytes_of(&w));
+    assert_eq!(w.params().bytes().len(), 32);
+    let t = Standardize {
+        mean: 3.0,
+        inv_sd: 0.25,
+    };
+    assert_eq!(t.params().bytes(), bytes_of(&t));
+    let r = Ramp {
+        slope: 0.5,
+        clip: Window { lo: 0.0, hi: 9.0 },
+    };
+    assert_eq!(
+        (r.params().bytes(), r.params().align()),
+        (&bytes_of(&r)[..], 4)
+    );
+    // No `&self`, no parameters: the CUDA struct is default-constructed, as before.
+    assert!(Square.params().is_none());
+    assert!(<LogSumExp as Operator<f32>>::params(&LogSumExp).is_none());
+    // A map and an operator: C++'s layout of `cf::Mapped { F f; O o; }`.
+    let both = Mapped::new(t, s).params();
+    assert_eq!(both, ops::OpParams::pair(&t.params(), &s.params()));
+    assert_eq!(&both.bytes()[..16], bytes_of(&t));
+    assert_eq!(&both.bytes()[16..], bytes_of(&s));
+    let one = <Mapped<Square, Scaled> as Operator<f64>>::params(&Mapped::new(Square, s));
+    assert_eq!(
+        (one.bytes().len(), &one.bytes()[8..]),
+        (16, &bytes_of(&s)[..])
+    );
+}
+
+#[test]
+fn operators_with_parameters_compute_with_their_values_on_the_cpu() {
+    let s = seed("operators_with_parameters_compute_with_their_values_on_the_cpu");
+    let cpu = Cpu::new();
+    for &n in SIZES {
+        let x: Vec<f64> = data(n, s ^ n as u64);
+        for k in [0.0, 1.0, -2.5, 0.1] {
+            // Same lifts, same tree: the bits of a sum of the scaled values.
+            let scaled: Vec<f64> = x.iter().map(|v| v * k).collect();
+            let want = cpu.reduce(&scaled, ops::Sum).unwrap();
+            let got = cpu.reduce(&x, Scaled { k }).unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "n = {n}, k = {k}");
+            let scan = cpu.scan(&x, Scaled { k }, ScanKind::Inclusive).unwrap();
+            let want = cpu.scan(&scaled, ops::Sum, ScanKind::Inclusive).unwrap();
+            assert!(same(&scan, &want), "n = {n}, k = {k}");
+        }
+        let x: Vec<f32> = data(n, s ^ 5 ^ n as u64);
+        for (lo, hi, first, cap) in [
+            (-0.5, 0.5, 0, u64::MAX),
+            (0.0, 1.0, 7, 50),
+            (2.0, 3.0, 0, 1),
+        ] {
+            let w = InWindow {
+                window: Window { lo, hi },
+                first,
+                cap,
+                unit: 4.0,
+            };
+            let inside: Vec<(usize, f32)> = x
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|&(i, v)| i as u64 >= first && v >= lo && v < hi)
+                .collect();
+            let acc = cpu.reduce_acc(&x, w);
+            assert_eq!(acc.count, (inside.len() as u64).min(cap), "n = {n}");
+            let sum: f64 = inside.iter().map(|&(_, v)| v as f64).sum();
+            assert!((acc.sum - sum).abs() <= 1e-9 * n as f64, "n = {n}");
+            let mean = cpu.reduce(&x, w).unwrap();
+            assert_eq!(mean, acc.sum / acc.count.max(1) as f64 * 4.0);
+        }
+    }
+}
+
+#[test]
+fn maps_with_parameters_feed_any_operator_on_the_cpu() {
+    let s = seed("maps_with_parameters_feed_any_operator_on_the_cpu");
+    let cpu = Cpu::new();
+    for &n in SIZES {
+        let x: Vec<f32> = data(n, s ^ n as u64);
+        let t = Standardize {
+            mean: 0.25,
+            inv_sd: 3.0,
+        };
+        // The map as written is callable, and is the Transform's apply.
+        let mapped: Vec<f64> = x.iter().map(|&v| t.apply(v)).collect();
+        for (i, &v) in x.iter().enumerate().take(50) {
+            assert_eq!(Transform::apply(&t, v, i as u64), (v as f64 - 0.25) * 3.0);
+        }
+        let want = cpu.reduce(&mapped, ops::Sum).unwrap();
+        let got = cpu.reduce(&x, Mapped::new(t, ops::Sum)).unwrap();
+        assert_eq!(got.to_bits(), want.to_bits(), "n = {n}");
+        let want = cpu.reduce(&mapped, Scaled { k: 0.5 }).unwrap();
+        let got = cpu.reduce(&x, Mapped::new(t, Scaled { k: 0.5 })).unwrap();
+        assert_eq!(got.to_bits(), want.to_bits(), "n = {n}");
+
+        let r = Ramp {
+            slope: 1e-3,
+            clip: Window { lo: -0.5, hi: 20.0 },
+        };
+        let ramped: Vec<f32> = x
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (v + 1e-3 * i as f32).clamp(-0.5, 20.0))
+            .collect();
+        if n > 0 {
+            let got = cpu.reduce(&x, Mapped::new(r, ops::Max)).unwrap();
+            assert!(
+                same(&got, &cpu.reduce(&ramped, ops::Max).unwrap()),
+                "n = {n}"
+            );
+        }
+        let got = cpu
+            .scan(&x, Mapped::new(r, ops::Sum), ScanKind::Exclusive)
+            .unwrap();
+        let want = cpu.scan(&ramped, ops::Sum, ScanKind::Exclusive).unwrap();
+        assert!(same(&got, &want), "n = {n}");
+
+        let wide: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let squares: Vec<f64> = wide.iter().map(|v| v * v).collect();
+        let got = cpu.reduce(&wide, Mapped::new(Square, ops::Sum)).unwrap();
+        assert_eq!(
+            got.to_bits(),
+            cpu.reduce(&squares, ops::Sum).unwrap().to_bits()
+        );
+    }
 }

@@ -392,3 +392,128 @@ pub fn syntax(x: Nested, y: Nested) -> Nested {
         },
     }
 }
+
+// ---- run-time parameters: functions that take `&self` ---------------------------------
+
+/// x -> k * x, summed. Its value is its run-time parameters: one compiled kernel serves
+/// every `k`.
+#[derive(Clone, Copy, PartialEq, cufold::DeviceType)]
+#[repr(C)]
+pub struct Scaled {
+    pub k: f64,
+}
+
+#[cufold::op(commutative)]
+impl Scaled {
+    fn identity() -> f64 {
+        0.0
+    }
+    fn lift(&self, x: f64) -> f64 {
+        x * self.k
+    }
+    fn combine(a: f64, b: f64) -> f64 {
+        a + b
+    }
+}
+
+/// A half-open range of values.
+#[derive(Clone, Copy, PartialEq, cufold::DeviceType)]
+#[repr(C)]
+pub struct Window {
+    pub lo: f32,
+    pub hi: f32,
+}
+
+/// How many inputs fell in the window (capped), and their sum.
+#[derive(Clone, Copy, PartialEq, cufold::DeviceType)]
+#[repr(C)]
+pub struct Hits {
+    pub count: u64,
+    pub sum: f64,
+}
+
+/// The inputs inside `window` from position `first` on: their count, capped at `cap`
+/// (min is associative), and their mean times `unit`. Every function but `identity` reads
+/// the parameters, nested `window` included.
+#[derive(Clone, Copy, PartialEq, cufold::DeviceType)]
+#[repr(C)]
+pub struct InWindow {
+    pub window: Window,
+    pub first: u64,
+    pub cap: u64,
+    pub unit: f64,
+}
+
+#[cufold::op(commutative)]
+impl InWindow {
+    fn identity() -> Hits {
+        Hits { count: 0, sum: 0.0 }
+    }
+    fn lift(&self, x: f32, index: u64) -> Hits {
+        if index >= self.first && x >= self.window.lo && x < self.window.hi {
+            Hits {
+                count: 1,
+                sum: x as f64,
+            }
+        } else {
+            Hits { count: 0, sum: 0.0 }
+        }
+    }
+    fn combine(&self, a: Hits, b: Hits) -> Hits {
+        Hits {
+            count: (a.count + b.count).min(self.cap),
+            sum: a.sum + b.sum,
+        }
+    }
+    fn finish(&self, acc: Hits, _n: u64) -> f64 {
+        acc.sum / (acc.count.max(1) as f64) * self.unit
+    }
+}
+
+/// (x - mean) * inv_sd, in f64: a map with run-time parameters.
+#[derive(Clone, Copy, PartialEq, cufold::DeviceType)]
+#[repr(C)]
+pub struct Standardize {
+    pub mean: f64,
+    pub inv_sd: f64,
+}
+
+#[cufold::transform]
+impl Standardize {
+    pub fn apply(&self, x: f32) -> f64 {
+        (x as f64 - self.mean) * self.inv_sd
+    }
+}
+
+/// x + slope * index, clamped to a window: a map of the value and its position.
+#[derive(Clone, Copy, PartialEq, cufold::DeviceType)]
+#[repr(C)]
+pub struct Ramp {
+    pub slope: f32,
+    pub clip: Window,
+}
+
+#[cufold::transform]
+impl Ramp {
+    fn apply(&self, x: f32, index: u64) -> f32 {
+        let y = x + self.slope * index as f32;
+        if y < self.clip.lo {
+            self.clip.lo
+        } else if y > self.clip.hi {
+            self.clip.hi
+        } else {
+            y
+        }
+    }
+}
+
+/// x * x: a map without parameters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Square;
+
+#[cufold::transform]
+impl Square {
+    fn apply(x: f64) -> f64 {
+        x * x
+    }
+}
