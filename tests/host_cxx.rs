@@ -1,4 +1,6 @@
-//! The CUDA C++ that `#[cufold::op]` generates, compiled for the host by a C++ compiler
+//! The CUDA C++ that `#[cufold::op]` and `#[cufold::transform]` generate (maps run inside
+//! `ops::Mapped`; operators with run-time parameters are built from their bytes, as
+//! kernels build them), compiled for the host by a C++ compiler
 //! (`$CXX`, else `g++`, `clang++` or `c++`) with device qualifiers defined away, and run
 //! beside the operators' Rust halves on the same inputs: identity, lift, combine and
 //! finish must give the same bits. On the host both halves call the same libm, so even

@@ -1,7 +1,9 @@
-//! CPU tests of `#[cufold::op]` and `#[derive(cufold::DeviceType)]`: the CUDA text they
-//! generate (golden, whole structs, so that every change to it is deliberate), the CPU
-//! halves against the built-in operators and exact references, and the law checker.
-//! tests/host_cxx.rs runs the generated C++; tests/gpu_macros.rs runs it on a GPU.
+//! CPU tests of `#[cufold::op]`, `#[cufold::transform]` and `#[derive(cufold::DeviceType)]`:
+//! the CUDA text they generate (golden, whole structs, so that every change to it is
+//! deliberate), the run-time parameters of operators and maps with `&self`, the CPU halves
+//! against the built-in operators and exact references, and the law checker.
+//! tests/host_cxx.rs runs the generated C++; tests/gpu_macros.rs and tests/params_gpu.rs run
+//! it on a GPU.
 
 mod common;
 mod macro_ops;

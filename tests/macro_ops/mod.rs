@@ -1,6 +1,7 @@
-//! Operators made with `#[cufold::op]` and `#[derive(cufold::DeviceType)]`, shared by the
-//! CPU tests (tests/macros.rs), the host C++ check (tests/host_cxx.rs) and the GPU tests
-//! (tests/gpu_macros.rs). Between them they use every construct the translation supports.
+//! Operators and maps made with `#[cufold::op]`, `#[cufold::transform]` and
+//! `#[derive(cufold::DeviceType)]`, shared by the CPU tests (tests/macros.rs), the host C++
+//! check (tests/host_cxx.rs) and the GPU tests (tests/gpu_macros.rs, tests/params_gpu.rs).
+//! Between them they use every construct the translation supports.
 #![allow(dead_code, unreachable_pub)]
 
 use cufold::{bf16, f16};
