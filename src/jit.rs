@@ -16,8 +16,9 @@ mod embedded {
 }
 
 /// The CUDA C++ building blocks (element types, warp- and block-level reductions and scans,
-/// and the built-in operators) as one header, for other crates to prepend to their own
-/// NVRTC kernels. Everything is in `namespace cf`; see kernels/*.cuh for the documentation.
+/// the built-in operators, and the Philox random numbers of [`random`](crate::random)) as one
+/// header, for other crates to prepend to their own NVRTC kernels. Everything is in
+/// `namespace cf`; see kernels/*.cuh for the documentation.
 ///
 /// ```
 /// let header = cufold::cuda_header();
@@ -32,6 +33,7 @@ pub fn cuda_header() -> String {
         embedded::WARP_CUH,
         embedded::BLOCK_CUH,
         embedded::OPS_CUH,
+        embedded::RANDOM_CUH,
     ]
     .join("\n")
 }

@@ -92,6 +92,7 @@ pub mod laws;
 mod macro_support;
 pub mod ops;
 pub mod plan;
+pub mod random;
 mod scan;
 
 pub use cpu::Cpu;
