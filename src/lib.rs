@@ -107,6 +107,7 @@ pub mod gpu;
 pub mod laws;
 mod macro_support;
 pub mod ops;
+pub mod random;
 pub mod reduce;
 pub mod scan;
 mod tree;

@@ -8,8 +8,9 @@
 //! only because Rust's `cbrt` is its own, correctly rounded); this checks the translation and the `cfm` helpers'
 //! Rust semantics (wrapping, saturating casts, f16/bf16 rounding, literal typing, ...)
 //! on a machine without CUDA. The GPU tests check the same operators on the device.
+//! The last test does the same for kernels/random.cuh against `cufold::random`.
 //!
-//! Without a C++ compiler (or the kernels/ directory) the test says so and passes, unless
+//! Without a C++ compiler (or the kernels/ directory) the tests say so and pass, unless
 //! `CUFOLD_CI` is set (CI sets it, so there it cannot be skipped).
 
 mod common;
@@ -41,6 +42,7 @@ static inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); ret
 static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 static inline double __longlong_as_double(long long u) { double f; std::memcpy(&f, &u, 8); return f; }
 static inline long long __double_as_longlong(double f) { long long u; std::memcpy(&u, &f, 8); return u; }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
 static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
@@ -533,6 +535,354 @@ fn translated_operators_compute_what_their_rust_halves_compute() {
         bad.extend(c.check(&String::from_utf8(out.stdout).unwrap()));
     }
     std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        bad.is_empty(),
+        "{} mismatches:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
+
+/// kernels/random.cuh's functions on lines of stdin, one output line each (hex words, and
+/// floats as their bits):
+///   `k c0 c1 c2 c3 k0 k1` -> philox4x32_10
+///   `o w lo hi`           -> open01_f32(w), open01_f64(lo, hi)
+///   `s seed sample draw`  -> philox_block(draw), random_u32, uniform_f32, uniform_f64,
+///                            normal_f32, normal_f64
+///   `f seed sample first` -> draw_uniform<float, 7>, draw_uniform<double, 5>,
+///                            draw_normal<float, 7>, draw_normal<double, 5>
+const RANDOM_DRIVER: &str = r#"
+static unsigned f2u(float f) { return __float_as_uint(f); }
+static unsigned long long d2u(double d) { return (unsigned long long)__double_as_longlong(d); }
+int main() {
+    char op;
+    while (std::scanf(" %c", &op) == 1) {
+        if (op == 'k') {
+            unsigned c[4], k[2];
+            if (std::scanf("%x %x %x %x %x %x", &c[0], &c[1], &c[2], &c[3], &k[0], &k[1]) != 6) return 2;
+            cf::PhiloxBlock b = cf::philox4x32_10(c, k);
+            std::printf("%x %x %x %x\n", b.w[0], b.w[1], b.w[2], b.w[3]);
+        } else if (op == 'o') {
+            unsigned w, lo, hi;
+            if (std::scanf("%x %x %x", &w, &lo, &hi) != 3) return 2;
+            std::printf("%x %llx\n", f2u(cf::open01_f32(w)), d2u(cf::open01_f64(lo, hi)));
+        } else if (op == 's') {
+            unsigned long long seed, sample;
+            unsigned d;
+            if (std::scanf("%llx %llx %x", &seed, &sample, &d) != 3) return 2;
+            cf::PhiloxBlock b = cf::philox_block(seed, sample, d);
+            std::printf("%x %x %x %x %x %x %llx %x %llx\n", b.w[0], b.w[1], b.w[2], b.w[3],
+                        cf::random_u32(seed, sample, d), f2u(cf::uniform_f32(seed, sample, d)),
+                        d2u(cf::uniform_f64(seed, sample, d)), f2u(cf::normal_f32(seed, sample, d)),
+                        d2u(cf::normal_f64(seed, sample, d)));
+        } else if (op == 'f') {
+            unsigned long long seed, sample;
+            unsigned first;
+            if (std::scanf("%llx %llx %x", &seed, &sample, &first) != 3) return 2;
+            float uf[7], nf[7];
+            double ud[5], nd[5];
+            cf::draw_uniform(seed, sample, uf, first);
+            cf::draw_uniform(seed, sample, ud, first);
+            cf::draw_normal(seed, sample, nf, first);
+            cf::draw_normal(seed, sample, nd, first);
+            for (int k = 0; k < 7; ++k) std::printf("%x ", f2u(uf[k]));
+            for (int k = 0; k < 5; ++k) std::printf("%llx ", d2u(ud[k]));
+            for (int k = 0; k < 7; ++k) std::printf("%x ", f2u(nf[k]));
+            for (int k = 0; k < 5; ++k) std::printf("%llx ", d2u(nd[k]));
+            std::printf("\n");
+        } else {
+            return 3;
+        }
+    }
+    // The default argument: draws 0 .. D.
+    float u0[3];
+    cf::draw_uniform(7ull, 9ull, u0);
+    std::printf("%x %x %x\n", f2u(u0[0]), f2u(u0[1]), f2u(u0[2]));
+    return 0;
+}
+"#;
+
+/// The Rust halves of RANDOM_DRIVER's answers, as the same hex words.
+fn random_expected(line: &str) -> String {
+    use cufold::random::*;
+    let a: Vec<&str> = line.split_whitespace().collect();
+    let h32 = |i: usize| u32::from_str_radix(a[i], 16).unwrap();
+    let h64 = |i: usize| u64::from_str_radix(a[i], 16).unwrap();
+    let words = |w: &[u32]| w.iter().map(|x| format!("{x:x}")).collect::<Vec<_>>();
+    match a[0] {
+        "k" => words(&philox4x32_10(
+            [h32(1), h32(2), h32(3), h32(4)],
+            [h32(5), h32(6)],
+        ))
+        .join(" "),
+        "o" => format!(
+            "{:x} {:x}",
+            open01_f32(h32(1)).to_bits(),
+            open01_f64(h32(2), h32(3)).to_bits()
+        ),
+        "s" => {
+            let (seed, sample, d) = (h64(1), h64(2), h32(3));
+            let mut v = words(&block(seed, sample, d));
+            v.push(format!("{:x}", random_u32(seed, sample, d)));
+            v.push(format!("{:x}", uniform_f32(seed, sample, d).to_bits()));
+            v.push(format!("{:x}", uniform_f64(seed, sample, d).to_bits()));
+            v.push(format!("{:x}", normal_f32(seed, sample, d).to_bits()));
+            v.push(format!("{:x}", normal_f64(seed, sample, d).to_bits()));
+            v.join(" ")
+        }
+        "f" => {
+            let (seed, sample, first) = (h64(1), h64(2), h32(3));
+            let (mut uf, mut ud, mut nf, mut nd) = ([0f32; 7], [0f64; 5], [0f32; 7], [0f64; 5]);
+            fill_uniform(seed, sample, first, &mut uf);
+            fill_uniform(seed, sample, first, &mut ud);
+            fill_normal(seed, sample, first, &mut nf);
+            fill_normal(seed, sample, first, &mut nd);
+            let mut v: Vec<String> = uf.iter().map(|x| format!("{:x}", x.to_bits())).collect();
+            v.extend(ud.iter().map(|x| format!("{:x}", x.to_bits())));
+            v.extend(nf.iter().map(|x| format!("{:x}", x.to_bits())));
+            v.extend(nd.iter().map(|x| format!("{:x}", x.to_bits())));
+            v.join(" ")
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// Which fields of a driver line are normals (compared within the stated tolerance);
+/// every other field must be the same bits. Returns (is normal, is f64) per field.
+fn random_fields(op: &str) -> Vec<(bool, bool)> {
+    match op {
+        "s" => {
+            let mut v = vec![(false, false); 7];
+            v.push((true, false));
+            v.push((true, true));
+            v
+        }
+        "f" => [
+            vec![(false, false); 12],
+            vec![(true, false); 7],
+            vec![(true, true); 5],
+        ]
+        .concat(),
+        "o" => vec![(false, false); 2],
+        _ => vec![(false, false); 4],
+    }
+}
+
+/// kernels/random.cuh, compiled for the host, against `cufold::random`: Random123's known
+/// answers, then philox, words and uniforms bit for bit and normals within the 16 ulps the
+/// module documents for the GPU (on the host both call the same libm, so they are expected
+/// to be identical; the count of identical normals is printed).
+#[test]
+fn random_cuh_computes_the_bits_of_cufold_random() {
+    let (Some(cxx), Some(kernels)) = (compiler(), kernels_dir()) else {
+        assert!(
+            std::env::var_os("CUFOLD_CI").is_none(),
+            "CUFOLD_CI is set but there is no C++ compiler ($CXX, g++, clang++, c++) or no kernels/"
+        );
+        eprintln!(
+            "SKIPPED: no host C++ compiler ($CXX, g++, clang++, c++) or no kernels/ directory; \
+             the CPU tests of cufold::random still run"
+        );
+        return;
+    };
+    let random = std::fs::read_to_string(kernels.join("random.cuh")).unwrap();
+    let dir = std::env::temp_dir().join(format!("cufold-host-random-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("random.cpp");
+    std::fs::write(&file, format!("{INTRINSICS}\n{random}\n{RANDOM_DRIVER}")).unwrap();
+    let bin = dir.join("random");
+    let out = Command::new(&cxx)
+        .args([
+            "-std=c++17",
+            "-O1",
+            "-ffp-contract=off",
+            "-fno-fast-math",
+            "-w",
+            "-o",
+        ])
+        .arg(&bin)
+        .arg(&file)
+        .output()
+        .expect("run the C++ compiler");
+    assert!(
+        out.status.success(),
+        "{cxx} refused kernels/random.cuh ({}):\n{}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Random123's kat_vectors for philox4x32 10 (see src/random.rs for the source).
+    let kat = [
+        ("0 0 0 0 0 0", "6627e8d5 e169c58d bc57ac4c 9b00dbd8"),
+        (
+            "ffffffff ffffffff ffffffff ffffffff ffffffff ffffffff",
+            "408f276d 41c83b0e a20bc7c6 6d5451fd",
+        ),
+        (
+            "243f6a88 85a308d3 13198a2e 03707344 a4093822 299f31d0",
+            "d16cfe09 94fdcceb 5001e420 24126ea1",
+        ),
+    ];
+    let mut r = Rng(0x9e37);
+    let mut lines: Vec<String> = kat.iter().map(|(k, _)| format!("k {k}")).collect();
+    for _ in 0..200 {
+        let w: Vec<String> = (0..6).map(|_| format!("{:x}", r.next() as u32)).collect();
+        lines.push(format!("k {}", w.join(" ")));
+    }
+    let edge32 = [
+        0u32,
+        1,
+        0xff,
+        0x100,
+        0x1ff,
+        0x200,
+        0x8000_0000,
+        0xffff_ff00,
+        u32::MAX,
+    ];
+    for &w in &edge32 {
+        for &x in &edge32 {
+            lines.push(format!("o {w:x} {x:x} {w:x}"));
+        }
+    }
+    for _ in 0..200 {
+        lines.push(format!(
+            "o {:x} {:x} {:x}",
+            r.next() as u32,
+            r.next() as u32,
+            r.next() as u32
+        ));
+    }
+    let seeds = [0u64, 1, u64::MAX, 0x0123_4567_89ab_cdef, r.next()];
+    let samples = [
+        0u64,
+        1,
+        (1 << 32) - 1,
+        1 << 32,
+        1 << 40,
+        (1 << 40) + 12345,
+        u64::MAX,
+        r.next(),
+    ];
+    let draws = [
+        0u32,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+        7,
+        8,
+        4095,
+        u32::MAX - 1,
+        u32::MAX,
+        r.next() as u32,
+    ];
+    for &s in &seeds {
+        for &i in &samples {
+            for &d in &draws {
+                lines.push(format!("s {s:x} {i:x} {d:x}"));
+            }
+            for first in [0u32, 1, 2, 3, 5, 6, u32::MAX - 2, r.next() as u32] {
+                lines.push(format!("f {s:x} {i:x} {first:x}"));
+            }
+        }
+    }
+    for _ in 0..2000 {
+        lines.push(format!(
+            "s {:x} {:x} {:x}",
+            r.next(),
+            r.next() >> 24,
+            r.next() as u32 % 64
+        ));
+    }
+
+    let mut child = Command::new(&bin)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Written from another thread: the answers outgrow the pipe before the questions end.
+    let input = lines.join("\n") + "\n";
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        out.status.success(),
+        "the C++ program failed: {:?}",
+        out.status
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let got: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        got.len(),
+        lines.len() + 1,
+        "C++ printed {} lines",
+        got.len()
+    );
+
+    for (i, (_, want)) in kat.iter().enumerate() {
+        assert_eq!(got[i], *want, "C++ philox4x32_10 on Random123's vector {i}");
+    }
+    let mut bad = Vec::new();
+    let (mut normals, mut identical, mut worst) = (0usize, 0usize, 0u64);
+    for (line, cpp) in lines.iter().zip(&got) {
+        let rust = random_expected(line);
+        let (c, w): (Vec<&str>, Vec<&str>) = (
+            cpp.split_whitespace().collect(),
+            rust.split_whitespace().collect(),
+        );
+        let fields = random_fields(&line[..1]);
+        assert_eq!(
+            (c.len(), w.len()),
+            (fields.len(), fields.len()),
+            "{line}: {cpp}"
+        );
+        for ((a, b), &(normal, double)) in c.iter().zip(&w).zip(&fields) {
+            let ok = if !normal {
+                a == b
+            } else {
+                normals += 1;
+                identical += usize::from(a == b);
+                let (x, y) = (
+                    u64::from_str_radix(a, 16).unwrap(),
+                    u64::from_str_radix(b, 16).unwrap(),
+                );
+                // Same sign: the distance of the bit patterns is the distance in ulps.
+                let sign = if double { 1 << 63 } else { 1 << 31 };
+                worst = worst.max(if (x ^ y) & sign == 0 {
+                    x.abs_diff(y)
+                } else {
+                    u64::MAX
+                });
+                if double {
+                    f64::from_bits(x).approx_eq(&f64::from_bits(y), Tolerance::Ulps(16))
+                } else {
+                    let (x, y) = (f32::from_bits(x as u32), f32::from_bits(y as u32));
+                    x.approx_eq(&y, Tolerance::Ulps(16))
+                }
+            };
+            if !ok {
+                bad.push(format!("{line}: C++ {a} != Rust {b}"));
+            }
+        }
+    }
+    let mut u0 = [0f32; 3];
+    cufold::random::fill_uniform(7, 9, 0, &mut u0);
+    let want: Vec<String> = u0.iter().map(|x| format!("{:x}", x.to_bits())).collect();
+    assert_eq!(
+        got[lines.len()],
+        want.join(" "),
+        "draw_uniform's default first"
+    );
+    eprintln!(
+        "{} lines: philox, words and uniforms identical; {identical} of {normals} normals \
+         identical, the farthest {worst} ulps apart",
+        lines.len()
+    );
     assert!(
         bad.is_empty(),
         "{} mismatches:\n{}",
