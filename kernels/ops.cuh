@@ -175,6 +175,12 @@ template <class T> struct MatMul {
     __device__ Out finish(Acc a, u64) const { return a; }
 };
 
+// The identity map (ops::Identity).
+template <class T> struct Identity {
+    typedef T In; typedef T Out;
+    __device__ T operator()(T x, u64) const { return x; }
+};
+
 // An operator O applied to a map F's images of the inputs (F: In/Out typedefs and
 // `Out operator()(In, u64) const`; both default-constructible).
 template <class F, class O> struct Mapped {

@@ -84,38 +84,28 @@ __device__ __forceinline__ typename Op::Acc tile_reduce(const Op& op, const Load
     return block_reduce_warps<BLOCK>(op, v[0], smem, spans(WARP_SPAN));
 }
 
-}  // namespace cf
-
-#ifdef CF_REDUCE_KERNEL
-// Instantiated by the generated source, which defines CF_OP (the operator type), CF_BLOCK,
-// CF_K, CF_VEC, CF_VECTOR (0/1), CF_FINAL_K (loads per thread in the final stage) and
-// CF_OP_BYTES (the size of the operator's run-time parameters, 0 for none).
-//
-// Tickets: `ticket` is the handle's counter, which only grows; this launch's blocks take
-// tickets ticket_base .. ticket_base + gridDim.x - 1, and the one with the last ticket
-// reduces the partials (the same protocol as the scan's tile order).
-typedef CF_OP cf_op_t;
-typedef cf_op_t::In cf_in_t;
-typedef cf_op_t::Acc cf_acc_t;
-typedef cf_op_t::Out cf_out_t;
-
-extern "C" __global__ void __launch_bounds__(CF_BLOCK)
-cf_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles_per_block, cf::u64 limit,
-          cf_acc_t* partials, cf::u64 ticket_base, unsigned long long* ticket, cf_out_t* out,
-          const cf::OpBytes<CF_OP_BYTES> op_bytes) {
-    constexpr int WARPS = CF_BLOCK / 32;
-    constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * CF_K * CF_VEC;
-    __shared__ cf_acc_t smem[2][WARPS];
-    __shared__ cf_acc_t stack[64];
+// The device-wide reduction of positions 0..n read through `ld`, by the whole grid: each
+// block reduces `tiles_per_block` consecutive tiles of BLOCK*K*VEC positions (a binary
+// counter over tiles), writes its partial, and the block that takes the last ticket reduces
+// the partials (FINAL_K per thread) and writes `finish(tree, n)` to out[0]. With one block,
+// no partial and no ticket. Tickets: `ticket` is the handle's counter, which only grows;
+// this launch's blocks take tickets ticket_base .. ticket_base + gridDim.x - 1 (the same
+// protocol as the scan's tile order).
+template <class Op, int BLOCK, int K, int VEC, int FINAL_K, class Loader>
+__device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 n, u64 tiles_per_block, u64 limit,
+                                            typename Op::Acc* partials, u64 ticket_base,
+                                            unsigned long long* ticket, typename Op::Out* out) {
+    typedef typename Op::Acc Acc;
+    constexpr int WARPS = BLOCK / 32;
+    constexpr u64 TILE = (u64)BLOCK * K * VEC;
+    __shared__ Acc smem[2][WARPS];
+    __shared__ Acc stack[64];
     __shared__ bool last;
-    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
-    cf::InputLoader<cf_op_t, CF_VEC, CF_VECTOR != 0> ld{x, n};
 
-    const cf::u64 first = (cf::u64)blockIdx.x * tiles_per_block * TILE;
-    for (cf::u64 j = 0; j < tiles_per_block; ++j) {
-        const cf::u64 base = first + j * TILE;
-        cf_acc_t t = base < n ? cf::tile_reduce<cf_op_t, CF_BLOCK, CF_K, CF_VEC>(op, ld, base, limit, smem[j & 1])
-                              : op.identity();
+    const u64 first = (u64)blockIdx.x * tiles_per_block * TILE;
+    for (u64 j = 0; j < tiles_per_block; ++j) {
+        const u64 base = first + j * TILE;
+        Acc t = base < n ? tile_reduce<Op, BLOCK, K, VEC>(op, ld, base, limit, smem[j & 1]) : op.identity();
         if (threadIdx.x == 0) {
             // Binary counter: tile j closes every complete aligned group it ends.
             int level = 0;
@@ -141,9 +131,30 @@ cf_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles_per_block, cf:
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const cf::u64 m = gridDim.x;
-    cf::PartialLoader<cf_op_t> pl{partials, m};
-    cf_acc_t r = cf::tile_reduce<cf_op_t, CF_BLOCK, CF_FINAL_K, 1>(op, pl, 0, cf::next_pow2(m), smem[0]);
+    const u64 m = gridDim.x;
+    PartialLoader<Op> pl{partials, m};
+    Acc r = tile_reduce<Op, BLOCK, FINAL_K, 1>(op, pl, 0, next_pow2(m), smem[0]);
     if (threadIdx.x == 0) out[0] = op.finish(r, n);
+}
+
+}  // namespace cf
+
+#ifdef CF_REDUCE_KERNEL
+// Instantiated by the generated source, which defines CF_OP (the operator type), CF_BLOCK,
+// CF_K, CF_VEC, CF_VECTOR (0/1), CF_FINAL_K (loads per thread in the final stage) and
+// CF_OP_BYTES (the size of the operator's run-time parameters, 0 for none).
+typedef CF_OP cf_op_t;
+typedef cf_op_t::In cf_in_t;
+typedef cf_op_t::Acc cf_acc_t;
+typedef cf_op_t::Out cf_out_t;
+
+extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+cf_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles_per_block, cf::u64 limit,
+          cf_acc_t* partials, cf::u64 ticket_base, unsigned long long* ticket, cf_out_t* out,
+          const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
+    const cf::InputLoader<cf_op_t, CF_VEC, CF_VECTOR != 0> ld{x, n};
+    cf::reduce_grid<cf_op_t, CF_BLOCK, CF_K, CF_VEC, CF_FINAL_K>(op, ld, n, tiles_per_block, limit, partials,
+                                                                 ticket_base, ticket, out);
 }
 #endif

@@ -129,6 +129,9 @@ template <class T> __device__ __forceinline__ typename wide<T>::type widen(T x) 
     return (typename wide<T>::type)up(x);
 }
 
+// A Rust array [T; N]: N values in a row (a Monte Carlo sample of N draws, say).
+template <class T, int N> struct Array { T v[N]; };
+
 // ---- integer helpers -------------------------------------------------------------------
 
 // The smallest power of two >= n (1 for n <= 1): the width of the canonical tree over n.

@@ -4,7 +4,7 @@
 
 use crate::element::DeviceValue;
 use crate::ops::Operator;
-use crate::tree::subtree;
+use crate::tree::{subtree, Leaves};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -68,13 +68,13 @@ impl Cpu {
         self.threads
     }
 
-    /// The trees over the first `count` chunks of `chunk` positions of `x` (`chunk` a power
-    /// of two; the last chunk may be cut by the end of `x`), in chunk order, computed on up
+    /// The trees over the first `count` chunks of `chunk` positions of `leaves` (`chunk` a
+    /// power of two; the last chunk may be cut by the end), in chunk order, computed on up
     /// to `threads` threads.
-    pub(crate) fn subtrees<T: DeviceValue, O: Operator<T>>(
+    pub(crate) fn subtrees<T: DeviceValue, O: Operator<T>, L: Leaves<T, O> + ?Sized>(
         &self,
         op: &O,
-        x: &[T],
+        x: &L,
         chunk: usize,
         count: usize,
     ) -> Vec<O::Acc> {
@@ -107,6 +107,28 @@ impl Cpu {
             .into_iter()
             .map(|t| t.expect("every chunk reduced"))
             .collect()
+    }
+
+    /// The canonical tree over `leaves`, before `finish` (the identity when there are none):
+    /// chunks that are subtrees of the canonical tree on all threads, then the tree over
+    /// their results.
+    pub(crate) fn tree<T: DeviceValue, O: Operator<T>, L: Leaves<T, O> + ?Sized>(
+        &self,
+        op: &O,
+        leaves: &L,
+    ) -> O::Acc {
+        let n = leaves.len();
+        if n == 0 {
+            return op.identity();
+        }
+        let p = n.next_power_of_two();
+        // A power of two, so that every chunk is a subtree of the canonical tree.
+        let chunk = 1usize << (p / (self.threads * 4)).max(crate::tree::LEAF).ilog2();
+        if self.threads == 1 || p <= chunk {
+            return subtree(op, leaves, 0, p, &mut Vec::new());
+        }
+        let mut parts = self.subtrees(op, leaves, chunk, n.div_ceil(chunk));
+        crate::tree::fold_levels(op, &mut parts, p / chunk)
     }
 
     /// Runs `f` on every work item, on up to `threads` threads.

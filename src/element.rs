@@ -317,3 +317,12 @@ macro_rules! half_element {
 
 half_element!(f16, "cf::f16");
 half_element!(bf16, "cf::bf16");
+
+// SAFETY: `cf::Array<T, N>` (kernels/types.cuh) is `struct { T v[N]; }`: the size, alignment
+// and layout of `[T; N]`; every bit pattern of the elements is valid.
+unsafe impl<T: Element, const N: usize> DeviceValue for [T; N] {
+    const DENSE: bool = T::DENSE;
+    fn cuda_name() -> String {
+        format!("cf::Array<{}, {N}>", T::cuda_name())
+    }
+}

@@ -106,6 +106,7 @@ mod error;
 pub mod gpu;
 pub mod laws;
 mod macro_support;
+pub mod monte_carlo;
 pub mod ops;
 pub mod random;
 pub mod reduce;

@@ -239,13 +239,13 @@ pub fn normal_f64(seed: u64, sample: u64, draw: u32) -> f64 {
     }
 }
 
-fn box_muller_f32(u1: f32, u2: f32) -> (f32, f32) {
+pub(crate) fn box_muller_f32(u1: f32, u2: f32) -> (f32, f32) {
     let r = (-2.0 * u1.ln()).sqrt();
     let t = std::f32::consts::TAU * u2;
     (r * t.cos(), r * t.sin())
 }
 
-fn box_muller_f64(u1: f64, u2: f64) -> (f64, f64) {
+pub(crate) fn box_muller_f64(u1: f64, u2: f64) -> (f64, f64) {
     let r = (-2.0 * u1.ln()).sqrt();
     let t = std::f64::consts::TAU * u2;
     (r * t.cos(), r * t.sin())

@@ -14,29 +14,51 @@ use crate::ops::Operator;
 /// Leaves reduced by one sequential pass over a buffer.
 pub(crate) const LEAF: usize = 1 << 12;
 
-/// The tree over positions `lo..lo + len` (`len` a power of two, `lo < x.len()`).
-pub(crate) fn subtree<T: DeviceValue, O: Operator<T>>(
-    op: &O,
-    x: &[T],
-    lo: usize,
-    len: usize,
-    buf: &mut Vec<O::Acc>,
-) -> O::Acc {
-    if len <= LEAF {
-        let end = x.len().min(lo + len);
-        buf.clear();
-        buf.extend(
-            x[lo..end]
+/// Where a tree's leaves come from: `len()` positions, whose lifted accumulators
+/// `fill(lo, hi, out)` appends for positions `lo..hi` (in order).
+pub(crate) trait Leaves<T: DeviceValue, O: Operator<T>>: Sync {
+    /// The number of positions.
+    fn len(&self) -> usize;
+    /// Appends the accumulators of positions `lo..hi` to `out`.
+    fn fill(&self, op: &O, lo: usize, hi: usize, out: &mut Vec<O::Acc>);
+}
+
+/// The leaves of a slice: `lift(x[i], i)`.
+pub(crate) struct Lifted<'a, T>(pub(crate) &'a [T]);
+
+impl<T: DeviceValue, O: Operator<T>> Leaves<T, O> for Lifted<'_, T> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn fill(&self, op: &O, lo: usize, hi: usize, out: &mut Vec<O::Acc>) {
+        out.extend(
+            self.0[lo..hi]
                 .iter()
                 .enumerate()
                 .map(|(i, &v)| op.lift(v, (lo + i) as u64)),
         );
+    }
+}
+
+/// The tree over positions `lo..lo + len` (`len` a power of two, `lo < leaves.len()`).
+pub(crate) fn subtree<T: DeviceValue, O: Operator<T>, L: Leaves<T, O> + ?Sized>(
+    op: &O,
+    leaves: &L,
+    lo: usize,
+    len: usize,
+    buf: &mut Vec<O::Acc>,
+) -> O::Acc {
+    let n = leaves.len();
+    if len <= LEAF {
+        let end = n.min(lo + len);
+        buf.clear();
+        leaves.fill(op, lo, end, buf);
         return fold_levels(op, buf, len);
     }
     let half = len / 2;
-    let left = subtree(op, x, lo, half, buf);
-    let right = if lo + half < x.len() {
-        subtree(op, x, lo + half, half, buf)
+    let left = subtree(op, leaves, lo, half, buf);
+    let right = if lo + half < n {
+        subtree(op, leaves, lo + half, half, buf)
     } else {
         op.identity()
     };

@@ -202,7 +202,8 @@ pub(crate) fn check_device_type(ty: &Type) -> syn::Result<()> {
         },
         Type::Reference(_) | Type::Ptr(_) => "references and pointers cannot cross to the device".into(),
         Type::Tuple(_) => "tuples have no fixed layout; use a #[repr(C)] struct with #[derive(cufold::DeviceType)]".into(),
-        Type::Array(_) => "arrays are not supported; use named fields".into(),
+        // [T; N] is a DeviceValue for element types T (cf::Array<T, N>): the bound checks T.
+        Type::Array(a) => return check_device_type(&a.elem),
         _ => "this type cannot live in device memory".into(),
     };
     Err(syn::Error::new(
@@ -232,7 +233,6 @@ mod tests {
             "usize",
             "&f32",
             "(f32, f32)",
-            "[f32; 2]",
             "Vec<f32>",
             "*const u8",
         ] {
@@ -240,7 +240,13 @@ mod tests {
             let e = check_device_type(&ty).unwrap_err().to_string();
             assert!(e.contains("supported: f32"), "{bad}: {e}");
         }
-        for good in ["f32", "cufold::ops::Affine<f64>", "MyStruct", "cufold::f16"] {
+        for good in [
+            "f32",
+            "cufold::ops::Affine<f64>",
+            "MyStruct",
+            "cufold::f16",
+            "[f64; 4]",
+        ] {
             check_device_type(&syn::parse_str(good).unwrap()).unwrap();
         }
     }

@@ -159,3 +159,27 @@ impl<In: DeviceValue, F: Transform<In>, O: Operator<F::Out>> Operator<In> for Ma
         OpParams::pair(&self.map.params(), &self.op.params())
     }
 }
+
+/// The identity map: each input as it is (a [`Transform`] for [`Mapped`] and Monte Carlo
+/// estimates that reduce the samples themselves).
+///
+/// ```
+/// use cufold::ops::{Identity, Mapped, Sum};
+/// assert_eq!(cufold::Cpu::new().reduce(&[1.0f32, 2.0], Mapped::new(Identity, Sum))?, 3.0);
+/// # Ok::<(), cufold::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Identity;
+
+impl<T: DeviceValue> Transform<T> for Identity {
+    type Out = T;
+    fn apply(&self, x: T, _: u64) -> T {
+        x
+    }
+    fn cuda(&self) -> CudaOp {
+        CudaOp {
+            type_name: format!("cf::Identity<{}>", T::cuda_name()),
+            source: T::cuda_decl(),
+        }
+    }
+}

@@ -39,7 +39,7 @@ mod params;
 mod stats;
 
 pub use basic::{ArgMax, ArgMin, Indexed, Max, Min, MinMax, MinMaxValue, Prod, Sum, WideSum};
-pub use mapped::{cuda_f64, Mapped, Transform};
+pub use mapped::{cuda_f64, Identity, Mapped, Transform};
 pub use ordered::{Affine, Compose, Mat2, MatMul};
 pub(crate) use params::ParamBlob;
 pub use params::{OpParams, MAX_PARAM_BYTES};

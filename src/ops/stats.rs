@@ -95,6 +95,17 @@ impl MeanVarValue {
     pub fn sample_variance(&self) -> f64 {
         self.m2 / (self.count - 1.0)
     }
+
+    /// The standard error of the mean, `sqrt(sample_variance / count)`: the uncertainty of
+    /// [`mean`](MeanVarValue::mean) as a Monte Carlo estimate.
+    ///
+    /// ```
+    /// let s = cufold::ops::MeanVarValue { count: 5.0, mean: 1.0, m2: 20.0 };
+    /// assert_eq!(s.std_error(), 1.0); // sqrt(20 / 4 / 5)
+    /// ```
+    pub fn std_error(&self) -> f64 {
+        (self.sample_variance() / self.count).sqrt()
+    }
 }
 
 /// Mean and variance in one pass over the data, in f64, by Chan, Golub and LeVeque's

@@ -5,7 +5,7 @@ use crate::element::DeviceValue;
 use crate::error::Result;
 use crate::ops::check::check_empty;
 use crate::ops::Operator;
-use crate::tree::{fold_levels, subtree, LEAF};
+use crate::tree::Lifted;
 
 impl Cpu {
     /// Reduces `x` with `op`: `finish(tree(x), x.len())`.
@@ -32,17 +32,6 @@ impl Cpu {
     /// assert_eq!(cufold::Cpu::new().reduce_acc(&[1.0f32, 2.0, 3.0], Div2Mean), 1.5);
     /// ```
     pub fn reduce_acc<T: DeviceValue, O: Operator<T>>(&self, x: &[T], op: O) -> O::Acc {
-        let n = x.len();
-        if n == 0 {
-            return op.identity();
-        }
-        let p = n.next_power_of_two();
-        // A power of two, so that every chunk is a subtree of the canonical tree.
-        let chunk = 1usize << (p / (self.threads() * 4)).max(LEAF).ilog2();
-        if self.threads() == 1 || p <= chunk {
-            return subtree(&op, x, 0, p, &mut Vec::new());
-        }
-        let mut parts = self.subtrees(&op, x, chunk, n.div_ceil(chunk));
-        fold_levels(&op, &mut parts, p / chunk)
+        self.tree(&op, &Lifted(x))
     }
 }

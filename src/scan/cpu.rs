@@ -11,7 +11,7 @@ use crate::element::DeviceValue;
 use crate::error::Result;
 use crate::ops::check::{check_scan_lengths, check_scannable};
 use crate::ops::Operator;
-use crate::tree::{PrefixStack, LEAF};
+use crate::tree::{Lifted, PrefixStack, LEAF};
 
 impl Cpu {
     /// The scan of `x` with `op`: output `i` is `finish(prefix, count)` with the prefix of
@@ -133,7 +133,7 @@ impl Cpu {
         let n = x.len();
         let chunk = (n / (self.threads() * 4)).max(4 * LEAF).next_power_of_two();
         let full = n / chunk;
-        let trees = self.subtrees(op, x, chunk, full);
+        let trees = self.subtrees(op, &Lifted(x), chunk, full);
         let mut stack = PrefixStack::new(None);
         let chunks = n.div_ceil(chunk);
         let mut ends = Vec::with_capacity(chunks);

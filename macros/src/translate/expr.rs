@@ -229,10 +229,20 @@ impl Translator {
                 );
                 Cpp::default()
             }
-            Expr::Array(_) | Expr::Repeat(_) | Expr::Index(_) => {
+            Expr::Index(ix) => {
+                // `[T; N]` values (a Monte Carlo sample's draws) are `cf::Array<T, N>`.
+                let mut base = Cpp::text("(");
+                base.append(self.expr(&ix.expr, None));
+                base.push(").v[(unsigned long long)(");
+                base.append(self.expr(&ix.index, None));
+                base.push(")]");
+                base
+            }
+            Expr::Array(_) | Expr::Repeat(_) => {
                 self.error(
                     e,
-                    "arrays and indexing are not translated: use a struct with named fields",
+                    "array values are not translated: read the elements of an array input \
+                     (`x[0]`), or use a struct with named fields",
                 );
                 Cpp::default()
             }

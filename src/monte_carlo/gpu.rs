@@ -1,0 +1,321 @@
+//! Fused Monte Carlo on the GPU: one compiled kernel per (sample, map, operator) type,
+//! one launch per estimate, on the caller's stream.
+
+use super::{check_sample, MonteCarlo, Sample};
+use crate::error::{Error, ErrorKind, Result};
+use crate::gpu::{jit, Gpu};
+use crate::ops::check::{check_empty, check_reduce_output};
+use crate::ops::{CudaOp, Mapped, Operator, ParamBlob, Transform};
+use crate::reduce::{plan, ReducePlan, ReduceShape};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+/// Samples per thread per load: four, so that every group of samples takes whole Philox
+/// blocks (kernels/montecarlo.cuh).
+const VEC: u32 = 4;
+
+/// The kernel's shape: 256 threads, two loads of four samples per thread per tile. Drawing
+/// is compute-bound, so the block is smaller than the memory-bound reduction's.
+fn shape() -> ReduceShape {
+    ReduceShape {
+        block: 256,
+        vec: VEC,
+        loads: 2,
+        final_loads: 8,
+    }
+}
+
+/// The full CUDA source of the Monte Carlo kernel for `op` (an operator over samples: a
+/// [`Mapped`] map and reduction), whose run-time parameters are `param_bytes` long, drawing
+/// `draws`.
+///
+/// ```
+/// use cufold::monte_carlo::{kernel_source, Draws, MonteCarlo};
+/// use cufold::ops::{Identity, Operator};
+/// let mc = MonteCarlo::<f32, _>::new(Identity);
+/// let op = mc.operator();
+/// let src = kernel_source(&<_ as Operator<f32>>::cuda(&op), 0, Draws::Uniform);
+/// assert!(src.contains("#include \"cufold/monte_carlo.cuh\"") && src.contains("#define CF_DRAW 0"));
+/// ```
+pub fn kernel_source(op: &CudaOp, param_bytes: usize, draws: super::Draws) -> String {
+    let s = shape();
+    jit::kernel_source(
+        "monte_carlo",
+        op,
+        &[
+            ("CF_BLOCK", s.block.to_string()),
+            ("CF_K", s.loads.to_string()),
+            ("CF_VEC", s.vec.to_string()),
+            ("CF_FINAL_K", s.final_loads.to_string()),
+            ("CF_DRAW", draws.cuda_id().to_string()),
+            ("CF_OP_BYTES", param_bytes.to_string()),
+        ],
+    )
+}
+
+/// Compiles the Monte Carlo kernel of `op` for the GPU architecture `arch` (such as
+/// `"sm_90"`) and returns its CUBIN: NVRTC is needed, no device.
+///
+/// ```no_run
+/// use cufold::monte_carlo::{compile_kernel, Draws, MonteCarlo};
+/// use cufold::ops::{Identity, Operator};
+/// let op = MonteCarlo::<f32, _>::new(Identity).operator();
+/// let cubin = compile_kernel(&<_ as Operator<f32>>::cuda(&op), 0, Draws::Normal, "sm_90")?;
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub fn compile_kernel(
+    op: &CudaOp,
+    param_bytes: usize,
+    draws: super::Draws,
+    arch: &str,
+) -> Result<Vec<u8>> {
+    jit::probe_nvrtc()?;
+    jit::compile(
+        &kernel_source(op, param_bytes, draws),
+        &jit::compile_options(arch),
+    )
+}
+
+/// A compiled Monte Carlo estimate on a [`Gpu`]'s stream: [`Integrator::estimate`] draws
+/// `n` samples in the kernel and reduces them, and [`Integrator::with`] takes another seed
+/// or another value of the map's parameters without compiling again.
+///
+/// ```no_run
+/// use cufold::monte_carlo::MonteCarlo;
+/// use cufold::ops::Identity;
+/// let gpu = cufold::Gpu::open(0)?;
+/// let mean_of_u = gpu.integrator(&MonteCarlo::<f32, _>::new(Identity))?;
+/// let est = mean_of_u.estimate(1 << 30)?;
+/// println!("{} ± {}", est.mean, est.std_error());
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub struct Integrator<S, F, O> {
+    gpu: Gpu,
+    mc: MonteCarlo<S, F, O>,
+    params: Box<ParamBlob>,
+    param_bytes: usize,
+    function: CudaFunction,
+}
+
+impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> std::fmt::Debug for Integrator<S, F, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Integrator")
+            .field("sample", &S::cuda_name())
+            .field("op", &O::NAME)
+            .field("seed", &self.mc.get_seed())
+            .field("draws", &self.mc.get_draws())
+            .field("gpu", &self.gpu)
+            .finish()
+    }
+}
+
+impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
+    fn new(gpu: Gpu, mc: MonteCarlo<S, F, O>) -> Result<Self> {
+        check_sample::<S>()?;
+        let op = mc.operator();
+        let cuda = <Mapped<F, O> as Operator<S>>::cuda(&op);
+        let params = <Mapped<F, O> as Operator<S>>::params(&op);
+        let param_bytes = params.bytes().len();
+        let draws = mc.get_draws();
+        let function = gpu.kernel(
+            "cf_monte_carlo",
+            &cuda,
+            &(shape(), draws, param_bytes),
+            || kernel_source(&cuda, param_bytes, draws),
+        )?;
+        Ok(Integrator {
+            params: ParamBlob::new(&params, O::NAME)?,
+            gpu,
+            mc,
+            param_bytes,
+            function,
+        })
+    }
+
+    /// The same kernel for another estimate of the same types: another seed, another value
+    /// of the map's run-time parameters. No compile, no cache look-up.
+    ///
+    /// Errors ([`ErrorKind::InvalidConfig`]) if the draws differ (a kernel is compiled for
+    /// uniform or for normal draws) or the parameters have another size.
+    ///
+    /// ```no_run
+    /// use cufold::monte_carlo::MonteCarlo;
+    /// use cufold::ops::Identity;
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let mc = MonteCarlo::<f64, _>::new(Identity);
+    /// let first = gpu.integrator(&mc)?;
+    /// let again = first.with(&mc.seed(2))?.estimate(1 << 20)?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn with(&self, mc: &MonteCarlo<S, F, O>) -> Result<Self> {
+        let op = mc.operator();
+        let params = <Mapped<F, O> as Operator<S>>::params(&op);
+        if params.bytes().len() != self.param_bytes || mc.get_draws() != self.mc.get_draws() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "{}: this estimate needs another kernel (draws {:?}, {} bytes of parameters) than \
+                     the compiled one (draws {:?}, {} bytes): build it with Gpu::integrator",
+                    O::NAME,
+                    mc.get_draws(),
+                    params.bytes().len(),
+                    self.mc.get_draws(),
+                    self.param_bytes
+                ),
+            ));
+        }
+        Ok(Integrator {
+            gpu: self.gpu.clone(),
+            mc: *mc,
+            params: ParamBlob::new(&params, O::NAME)?,
+            param_bytes: self.param_bytes,
+            function: self.function.clone(),
+        })
+    }
+
+    /// The estimate this integrator computes.
+    ///
+    /// ```no_run
+    /// # use cufold::monte_carlo::MonteCarlo;
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let i = gpu.integrator(&MonteCarlo::<f64, _>::new(cufold::ops::Identity).seed(5))?;
+    /// assert_eq!(i.monte_carlo().get_seed(), 5);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn monte_carlo(&self) -> &MonteCarlo<S, F, O> {
+        &self.mc
+    }
+
+    /// The plan an estimate from `n` samples would launch.
+    ///
+    /// ```no_run
+    /// # use cufold::monte_carlo::MonteCarlo;
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let i = gpu.integrator(&MonteCarlo::<f32, _>::new(cufold::ops::Identity))?;
+    /// assert!(i.plan(1 << 40)?.grid > 1); // 2^40 samples: fine
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn plan(&self, n: u64) -> Result<ReducePlan> {
+        plan(n, &shape(), &self.gpu.inner.props)
+    }
+
+    /// Draws `n` samples, maps and reduces them, and returns the result on the host (waits
+    /// for the stream).
+    ///
+    /// Errors: `n = 0` for an operator without an empty value (as for a reduction; the
+    /// default [`MeanVar`](crate::ops::MeanVar) is one), driver failures.
+    ///
+    /// ```no_run
+    /// # use cufold::monte_carlo::MonteCarlo;
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let i = gpu.integrator(&MonteCarlo::<f32, _>::new(cufold::ops::Identity))?;
+    /// assert!((i.estimate(1 << 24)?.mean - 0.5).abs() < 1e-3);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn estimate(&self, n: u64) -> Result<O::Out> {
+        let stream = &self.gpu.inner.stream;
+        let mut out: CudaSlice<O::Out> = stream
+            .alloc_zeros::<O::Out>(1)
+            .map_err(|e| Error::driver("allocating the result", e))?;
+        self.estimate_into(n, &mut out)?;
+        let host = stream
+            .clone_dtoh(&out)
+            .map_err(|e| Error::driver("copying the result to the host", e))?;
+        Ok(host[0])
+    }
+
+    /// Enqueues the estimate from `n` samples into `out` (length 1) and returns at once: no
+    /// synchronisation, no host copy, no allocation (after the handle's scratch memory has
+    /// grown to the plan's size once).
+    ///
+    /// ```no_run
+    /// # use cufold::monte_carlo::MonteCarlo;
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let i = gpu.integrator(&MonteCarlo::<f64, _>::new(cufold::ops::Identity))?;
+    /// let mut out = gpu.stream().alloc_zeros::<cufold::ops::MeanVarValue>(1).unwrap();
+    /// i.estimate_into(1 << 30, &mut out)?; // asynchronous
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn estimate_into(&self, n: u64, out: &mut impl DevicePtrMut<O::Out>) -> Result<()> {
+        check_reduce_output(out.len())?;
+        check_empty::<S, Mapped<F, O>>(n)?;
+        let plan = self.plan(n)?;
+        let inner = &self.gpu.inner;
+        let stream = &inner.stream;
+        let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
+        let cfg = LaunchConfig {
+            grid_dim: (plan.grid as u32, 1, 1),
+            block_dim: (shape().block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (plain, tickets) = if plan.grid > 1 {
+            (
+                plan.grid as usize * std::mem::size_of::<O::Acc>(),
+                plan.grid,
+            )
+        } else {
+            (0, 0)
+        };
+        let seed = self.mc.get_seed();
+        let mut arena = inner.scratch.lock().unwrap();
+        arena.with_lease(stream, 0, plain, tickets, |lease| {
+            let mut launch = stream.launch_builder(&self.function);
+            launch
+                .arg(&seed)
+                .arg(&n)
+                .arg(&plan.tiles_per_block)
+                .arg(&plan.limit)
+                .arg(&lease.plain)
+                .arg(&lease.ticket_base)
+                .arg(&lease.ticket)
+                .arg(&out_ptr)
+                .arg(&*self.params);
+            // SAFETY: the kernel's parameters are (u64, u64, u64, u64, Acc*, u64, u64*, Out*,
+            // OpBytes<param_bytes>), matching the values pushed (the blob holds at least the
+            // round_up(param_bytes, 16) bytes the driver copies); out holds one Out; with more
+            // than one block, the plain region holds at least `grid` accumulators and the
+            // ticket counter has handed out `ticket_base` tickets, both this handle's and used
+            // only on this stream, in order.
+            unsafe { launch.launch(cfg) }
+                .map(|_| ())
+                .map_err(|e| Error::driver("launching the Monte Carlo kernel", e))
+        })
+    }
+}
+
+impl Gpu {
+    /// An integrator for `mc`: its kernel is compiled (or loaded from a cache) now, once per
+    /// type of sample, map and operator and kind of draw; every value of the map's run-time
+    /// parameters and every seed reuse it.
+    ///
+    /// ```no_run
+    /// use cufold::monte_carlo::MonteCarlo;
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let i = gpu.integrator(&MonteCarlo::<[f64; 2], _>::new(cufold::ops::Identity))?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn integrator<S: Sample, F: Transform<S>, O: Operator<F::Out>>(
+        &self,
+        mc: &MonteCarlo<S, F, O>,
+    ) -> Result<Integrator<S, F, O>> {
+        Integrator::new(self.clone(), *mc)
+    }
+
+    /// Draws `n` samples of `mc` in the kernel, maps and reduces them along the canonical
+    /// tree, and returns the result (a shorthand for [`Gpu::integrator`] then
+    /// [`Integrator::estimate`]).
+    ///
+    /// ```no_run
+    /// use cufold::monte_carlo::MonteCarlo;
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let est = gpu.monte_carlo(&MonteCarlo::<f32, _>::new(cufold::ops::Identity), 1 << 30)?;
+    /// println!("{} ± {}", est.mean, est.std_error());
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn monte_carlo<S: Sample, F: Transform<S>, O: Operator<F::Out>>(
+        &self,
+        mc: &MonteCarlo<S, F, O>,
+        n: u64,
+    ) -> Result<O::Out> {
+        self.integrator(mc)?.estimate(n)
+    }
+}

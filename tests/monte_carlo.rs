@@ -1,0 +1,162 @@
+//! Fused Monte Carlo: the CPU backend's estimates against known integrals, and (on a
+//! device) the GPU's bits against the CPU's.
+
+mod common;
+
+use common::{gpu, seed};
+use cufold::monte_carlo::{Draws, MonteCarlo};
+use cufold::ops::{Identity, Sum};
+use cufold::{Cpu, ErrorKind};
+
+/// x -> x0 * x1 * x2 * x3: the integral over the unit cube is 1/16.
+#[derive(Clone, Copy, Debug, Default)]
+struct Product4;
+
+#[cufold::transform]
+impl Product4 {
+    fn apply(x: [f64; 4]) -> f64 {
+        x[0] * x[1] * x[2] * x[3]
+    }
+}
+
+/// A map of samples with no draws (a mistake the backends report).
+#[derive(Clone, Copy, Debug, Default)]
+struct NoDraws;
+
+#[cufold::transform]
+impl NoDraws {
+    fn apply(_x: [f32; 0]) -> f32 {
+        1.0
+    }
+}
+
+#[test]
+fn cpu_estimates_meet_known_integrals() {
+    let cpu = Cpu::new();
+    let e = cpu
+        .monte_carlo(&MonteCarlo::<f64, _>::new(Identity).seed(3), 1 << 18)
+        .unwrap();
+    assert!((e.mean - 0.5).abs() < 5.0 * e.std_error(), "{e:?}");
+    assert!((e.variance() - 1.0 / 12.0).abs() < 1e-3, "{e:?}");
+    let e = cpu
+        .monte_carlo(&MonteCarlo::<[f64; 4], _>::new(Product4).seed(4), 1 << 18)
+        .unwrap();
+    assert!((e.mean - 1.0 / 16.0).abs() < 5.0 * e.std_error(), "{e:?}");
+    let e = cpu
+        .monte_carlo(
+            &MonteCarlo::<f32, _>::new(Identity).draws(Draws::Normal),
+            1 << 18,
+        )
+        .unwrap();
+    assert!(
+        e.mean.abs() < 5.0 * e.std_error() && (e.variance() - 1.0).abs() < 0.02,
+        "{e:?}"
+    );
+}
+
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    let mc = MonteCarlo::<[f64; 4], _>::new(Product4).seed(9);
+    let a = Cpu::with_threads(1).monte_carlo(&mc, 100_003).unwrap();
+    let b = Cpu::with_threads(7).monte_carlo(&mc, 100_003).unwrap();
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+}
+
+#[test]
+fn bad_input_is_an_error() {
+    let cpu = Cpu::new();
+    let mc = MonteCarlo::<f32, _>::new(Identity);
+    assert_eq!(
+        cpu.monte_carlo(&mc, 0).unwrap_err().kind(),
+        ErrorKind::EmptyInput
+    );
+    assert_eq!(cpu.monte_carlo(&mc.reduce_with(Sum), 0).unwrap(), 0.0);
+    let none = MonteCarlo::<[f32; 0], _>::new(NoDraws).reduce_with(Sum);
+    let e = cpu.monte_carlo(&none, 10).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_draws_the_cpu_samples_bit_for_bit() {
+    let s = seed("gpu_draws_the_cpu_samples_bit_for_bit");
+    let g = gpu();
+    let cpu = Cpu::new();
+    for n in [
+        1u64,
+        2,
+        3,
+        5,
+        31,
+        33,
+        4095,
+        4097,
+        100_003,
+        1 << 22,
+        (1 << 24) + 7,
+    ] {
+        let mc = MonteCarlo::<f32, _>::new(Identity).seed(s);
+        let (a, b) = (
+            g.monte_carlo(&mc, n).unwrap(),
+            cpu.monte_carlo(&mc, n).unwrap(),
+        );
+        assert_eq!(format!("{a:?}"), format!("{b:?}"), "f32 uniform n = {n}");
+        let mc = MonteCarlo::<[f64; 4], _>::new(Product4).seed(s ^ n);
+        let (a, b) = (
+            g.monte_carlo(&mc, n).unwrap(),
+            cpu.monte_carlo(&mc, n).unwrap(),
+        );
+        assert_eq!(format!("{a:?}"), format!("{b:?}"), "4-d product n = {n}");
+    }
+    // Normals: within the tolerance of CUDA's ln/sin/cos against the host's.
+    let mc = MonteCarlo::<f64, _>::new(Identity)
+        .seed(s)
+        .draws(Draws::Normal);
+    let (a, b) = (
+        g.monte_carlo(&mc, 1 << 20).unwrap(),
+        cpu.monte_carlo(&mc, 1 << 20).unwrap(),
+    );
+    assert!(
+        (a.mean - b.mean).abs() < 1e-12 && (a.m2 - b.m2).abs() < 1e-9 * b.m2,
+        "{a:?} {b:?}"
+    );
+    // 2^32 + 5 samples: past 32-bit counters, against the GPU's own second run.
+    let mc = MonteCarlo::<f32, _>::new(Identity).seed(s);
+    let big = g.monte_carlo(&mc, (1 << 32) + 5).unwrap();
+    assert_eq!(
+        format!("{big:?}"),
+        format!("{:?}", g.monte_carlo(&mc, (1 << 32) + 5).unwrap())
+    );
+    assert!((big.mean - 0.5).abs() < 5.0 * big.std_error());
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn new_seeds_reuse_the_kernel() {
+    let g = cufold::Gpu::with_options(
+        gpu().stream(),
+        cufold::GpuOptions::default().disk_cache(cufold::DiskCache::Off),
+    )
+    .unwrap();
+    let mc = MonteCarlo::<[f64; 4], _>::new(Product4).draws(Draws::Normal);
+    let i = g.integrator(&mc).unwrap();
+    for seed in 0..100 {
+        let a = i.with(&mc.seed(seed)).unwrap().estimate(10_000).unwrap();
+        let b = Cpu::new().monte_carlo(&mc.seed(seed), 10_000).unwrap();
+        assert!((a.mean - b.mean).abs() < 1e-12, "seed {seed}");
+    }
+    assert_eq!(g.kernel_stats().compiled, 1);
+}
+
+#[test]
+#[ignore = "needs NVRTC (part of the CUDA toolkit)"]
+fn monte_carlo_kernels_compile_for_hopper() {
+    use cufold::monte_carlo::compile_kernel;
+    use cufold::ops::Operator;
+    for draws in [Draws::Uniform, Draws::Normal] {
+        let op = MonteCarlo::<f32, _>::new(Identity).operator();
+        compile_kernel(&<_ as Operator<f32>>::cuda(&op), 0, draws, "sm_90").unwrap();
+        let op = MonteCarlo::<[f64; 4], _>::new(Product4).operator();
+        compile_kernel(&<_ as Operator<[f64; 4]>>::cuda(&op), 0, draws, "sm_90").unwrap();
+    }
+}
