@@ -290,7 +290,8 @@ impl Gpu {
     /// ```no_run
     /// use cufold::monte_carlo::MonteCarlo;
     /// let gpu = cufold::Gpu::open(0)?;
-    /// let i = gpu.integrator(&MonteCarlo::<[f64; 2], _>::new(cufold::ops::Identity))?;
+    /// // MeanVar reduces numbers: a sample of several draws needs a map to one.
+    /// let i = gpu.integrator(&MonteCarlo::<f64, _>::new(cufold::ops::Identity))?;
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn integrator<S: Sample, F: Transform<S>, O: Operator<F::Out>>(
