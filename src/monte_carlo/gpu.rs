@@ -6,8 +6,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::gpu::{jit, Gpu};
 use crate::ops::check::{check_empty, check_reduce_output};
 use crate::ops::{CudaOp, Mapped, Operator, ParamBlob, Transform};
-use crate::reduce::{plan, ReducePlan, ReduceShape};
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtrMut, LaunchConfig, PushKernelArg};
+use crate::reduce::{launch_grid, plan, ReducePlan, ReduceShape};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtrMut};
 
 /// Samples per thread per load: four, so that every group of samples takes whole Philox
 /// blocks (kernels/montecarlo.cuh).
@@ -242,43 +242,21 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
         let inner = &self.gpu.inner;
         let stream = &inner.stream;
         let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
-        let cfg = LaunchConfig {
-            grid_dim: (plan.grid as u32, 1, 1),
-            block_dim: (shape().block, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (plain, tickets) = if plan.grid > 1 {
-            (
-                plan.grid as usize * std::mem::size_of::<O::Acc>(),
-                plan.grid,
+        // SAFETY: the Monte Carlo kernel's parameters are (u64 seed, u64, u64, u64, Acc*,
+        // u64, u64*, Out*, OpBytes<param_bytes>); out holds one Out.
+        unsafe {
+            launch_grid::<O::Acc>(
+                &self.gpu,
+                &self.function,
+                self.mc.get_seed(),
+                n,
+                &plan,
+                shape().block,
+                out_ptr,
+                &self.params,
+                "launching the Monte Carlo kernel",
             )
-        } else {
-            (0, 0)
-        };
-        let seed = self.mc.get_seed();
-        let mut arena = inner.scratch.lock().unwrap();
-        arena.with_lease(stream, 0, plain, tickets, |lease| {
-            let mut launch = stream.launch_builder(&self.function);
-            launch
-                .arg(&seed)
-                .arg(&n)
-                .arg(&plan.tiles_per_block)
-                .arg(&plan.limit)
-                .arg(&lease.plain)
-                .arg(&lease.ticket_base)
-                .arg(&lease.ticket)
-                .arg(&out_ptr)
-                .arg(&*self.params);
-            // SAFETY: the kernel's parameters are (u64, u64, u64, u64, Acc*, u64, u64*, Out*,
-            // OpBytes<param_bytes>), matching the values pushed (the blob holds at least the
-            // round_up(param_bytes, 16) bytes the driver copies); out holds one Out; with more
-            // than one block, the plain region holds at least `grid` accumulators and the
-            // ticket counter has handed out `ticket_base` tickets, both this handle's and used
-            // only on this stream, in order.
-            unsafe { launch.launch(cfg) }
-                .map(|_| ())
-                .map_err(|e| Error::driver("launching the Monte Carlo kernel", e))
-        })
+        }
     }
 }
 

@@ -161,6 +161,25 @@ impl ParamBlob {
         blob.0[..n].copy_from_slice(params.bytes());
         Ok(blob)
     }
+
+    /// The blob for `params` of a new value of an operator whose kernel was compiled for
+    /// parameters of `compiled` bytes (an error if the sizes differ).
+    pub(crate) fn for_kernel(
+        params: &OpParams,
+        compiled: usize,
+        name: &str,
+    ) -> crate::Result<Box<ParamBlob>> {
+        if params.bytes().len() != compiled {
+            return Err(crate::Error::new(
+                crate::ErrorKind::InvalidConfig,
+                format!(
+                    "{name}: this value's run-time parameters take {} bytes, the compiled kernel's {compiled}",
+                    params.bytes().len()
+                ),
+            ));
+        }
+        ParamBlob::new(params, name)
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use super::plan::{plan, ReducePlan, ReduceShape};
 use super::ReduceConfig;
 use crate::element::DeviceValue;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::gpu::{jit, Gpu};
 use crate::ops::check::{check_empty, check_reduce_output};
 use crate::ops::{CudaOp, Operator, ParamBlob};
@@ -248,22 +248,11 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_op(&self, op: O) -> Result<Self> {
-        let params = op.params();
-        if params.bytes().len() != self.param_bytes {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!(
-                    "{}: this value's run-time parameters take {} bytes, the compiled kernel's {}",
-                    O::NAME,
-                    params.bytes().len(),
-                    self.param_bytes
-                ),
-            ));
-        }
+        let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::NAME)?;
         Ok(Reducer {
             gpu: self.gpu.clone(),
             op,
-            params: ParamBlob::new(&params, O::NAME)?,
+            params,
             param_bytes: self.param_bytes,
             shape: self.shape,
             vector: self.vector.clone(),
@@ -367,42 +356,77 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
                 }
             },
         };
-        let cfg = LaunchConfig {
-            grid_dim: (plan.grid as u32, 1, 1),
-            block_dim: (self.shape.block, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (plain, tickets) = if plan.grid > 1 {
-            (
-                plan.grid as usize * std::mem::size_of::<O::Acc>(),
-                plan.grid,
+        // SAFETY: x holds n elements of In, the kernel's first argument: its parameters are
+        // (const In*, u64, u64, u64, Acc*, u64, u64*, Out*, OpBytes<param_bytes>).
+        unsafe {
+            launch_grid::<O::Acc>(
+                &self.gpu,
+                f,
+                x_ptr,
+                n,
+                &plan,
+                self.shape.block,
+                out_ptr,
+                &self.params,
+                "launching the reduction kernel",
             )
-        } else {
-            (0, 0)
-        };
-        let mut arena = inner.scratch.lock().unwrap();
-        arena.with_lease(stream, 0, plain, tickets, |lease| {
-            let mut launch = stream.launch_builder(f);
-            launch
-                .arg(&x_ptr)
-                .arg(&n)
-                .arg(&plan.tiles_per_block)
-                .arg(&plan.limit)
-                .arg(&lease.plain)
-                .arg(&lease.ticket_base)
-                .arg(&lease.ticket)
-                .arg(&out_ptr)
-                .arg(&*self.params);
-            // SAFETY: the kernel's parameters are (const In*, u64, u64, u64, Acc*, u64, u64*,
-            // Out*, OpBytes<param_bytes>), matching the values pushed (the blob holds at least
-            // the round_up(param_bytes, 16) bytes the driver copies, the operator's parameters
-            // first); x holds n elements of In; out holds one Out;
-            // with more than one block, the plain region holds at least `grid` accumulators
-            // and the ticket counter has handed out `ticket_base` tickets, both this handle's
-            // and used only on this stream, in order.
-            unsafe { launch.launch(cfg) }
-                .map(|_| ())
-                .map_err(|e| Error::driver("launching the reduction kernel", e))
-        })
+        }
     }
+}
+
+/// Launches a kernel of reduce.cuh's grid machinery (`cf::reduce_grid`: the reduction and
+/// Monte Carlo kernels) with the plan's grid, the handle's scratch memory for `plan.grid`
+/// partials of type `Acc` and as many tickets, `out_ptr` (one Out) and the operator's
+/// parameter blob.
+///
+/// # Safety
+///
+/// `f`'s parameters must be (u64-sized `first`, u64 n, u64, u64, Acc*, u64, u64*, Out*,
+/// OpBytes<N>) with N at most the blob's bytes; `first` must be what the kernel reads there
+/// (an input of n elements, or a seed), and `out_ptr` must hold one output.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn launch_grid<Acc>(
+    gpu: &Gpu,
+    f: &CudaFunction,
+    first: u64,
+    n: u64,
+    plan: &ReducePlan,
+    block: u32,
+    out_ptr: u64,
+    params: &ParamBlob,
+    what: &str,
+) -> Result<()> {
+    let stream = &gpu.inner.stream;
+    let cfg = LaunchConfig {
+        grid_dim: (plan.grid as u32, 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (plain, tickets) = if plan.grid > 1 {
+        (plan.grid as usize * std::mem::size_of::<Acc>(), plan.grid)
+    } else {
+        (0, 0)
+    };
+    let mut arena = gpu.inner.scratch.lock().unwrap();
+    arena.with_lease(stream, 0, plain, tickets, |lease| {
+        let mut launch = stream.launch_builder(f);
+        launch
+            .arg(&first)
+            .arg(&n)
+            .arg(&plan.tiles_per_block)
+            .arg(&plan.limit)
+            .arg(&lease.plain)
+            .arg(&lease.ticket_base)
+            .arg(&lease.ticket)
+            .arg(&out_ptr)
+            .arg(params);
+        // SAFETY: the caller vouches for the kernel's parameters, `first` and `out_ptr`; the
+        // blob holds at least the round_up(N, 16) bytes the driver copies; with more than
+        // one block, the plain region holds at least `grid` accumulators and the ticket
+        // counter has handed out `ticket_base` tickets, both this handle's and used only on
+        // this stream, in order.
+        unsafe { launch.launch(cfg) }
+            .map(|_| ())
+            .map_err(|e| Error::driver(what, e))
+    })
 }

@@ -16,6 +16,7 @@ mod cpu;
 mod gpu;
 mod plan;
 
+pub(crate) use gpu::launch_grid;
 pub use gpu::{compile_kernel, kernel_source, Reducer};
 pub use plan::{plan, ReducePlan, ReduceShape};
 

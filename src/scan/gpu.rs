@@ -4,7 +4,7 @@
 use super::plan::{plan, ScanPlan, ScanShape, TypeSizes};
 use super::{ScanConfig, ScanKind};
 use crate::element::DeviceValue;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::gpu::jit::{self, embedded::defines};
 use crate::gpu::Gpu;
 use crate::ops::check::{check_scan_lengths, check_scannable};
@@ -170,22 +170,11 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn with_op(&self, op: O) -> Result<Self> {
-        let params = op.params();
-        if params.bytes().len() != self.param_bytes {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!(
-                    "{}: this value's run-time parameters take {} bytes, the compiled kernel's {}",
-                    O::NAME,
-                    params.bytes().len(),
-                    self.param_bytes
-                ),
-            ));
-        }
+        let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::NAME)?;
         Ok(Scanner {
             gpu: self.gpu.clone(),
             op,
-            params: ParamBlob::new(&params, O::NAME)?,
+            params,
             param_bytes: self.param_bytes,
             shape: self.shape,
             function: self.function.clone(),
