@@ -60,12 +60,18 @@ template <class Op, int VEC, int DRAW> struct SampleLoader {
                 }
             }
         }
+        S s[VEC];
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-            S s;
+        for (int i = 0; i < VEC; ++i)
 #pragma unroll
-            for (int j = 0; j < D; ++j) Shape::set(s, j, v[i * D + j]);
-            items[i] = p + i < n ? op.lift(s, p + i) : op.identity();
+            for (int j = 0; j < D; ++j) Shape::set(s[i], j, v[i * D + j]);
+        // One range check per group: only the last group of a run can be partial.
+        if (p + VEC <= n) {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) items[i] = op.lift(s[i], p + i);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) items[i] = p + i < n ? op.lift(s[i], p + i) : op.identity();
         }
     }
 };

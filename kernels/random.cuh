@@ -94,15 +94,20 @@ __device__ __forceinline__ unsigned random_u32(u64 seed, u64 sample, unsigned dr
     return philox_pick(philox_block(seed, sample, draw >> 2), draw & 3u);
 }
 
-// ((w >> 8) | 1) * 2^-24: in (0, 1), from 2^-24 to 1 - 2^-24.
+// ((w >> 8) | 1) * 2^-24: in (0, 1), from 2^-24 to 1 - 2^-24. Computed without an
+// integer-to-float conversion: with a = w >> 9, the float 1 + a 2^-23 (a's bits under the
+// exponent of 1) plus -(1 - 2^-24) is (2a + 1) 2^-24 = ((w >> 8) | 1) 2^-24, exact (it has 24
+// significant bits at most), so one shift, one or and one add give the same bits.
 __device__ __forceinline__ float open01_f32(unsigned w) {
-    return (float)((w >> 8) | 1u) * 5.9604644775390625e-08f;  // 2^-24
+    return __uint_as_float(0x3f800000u | (w >> 9)) + -0.999999940395355224609375f;  // -(1 - 2^-24)
 }
 
-// ((x >> 11) | 1) * 2^-53 with x = hi * 2^32 + lo: in (0, 1), from 2^-53 to 1 - 2^-53.
+// ((x >> 11) | 1) * 2^-53 with x = hi * 2^32 + lo: in (0, 1), from 2^-53 to 1 - 2^-53. As for
+// float: 1 + (x >> 12) 2^-52 plus -(1 - 2^-53) is exactly ((x >> 11) | 1) 2^-53.
 __device__ __forceinline__ double open01_f64(unsigned lo, unsigned hi) {
     const u64 x = ((u64)hi << 32) | (u64)lo;
-    return (double)((x >> 11) | 1ull) * 1.1102230246251565404236316680908203125e-16;  // 2^-53
+    return __longlong_as_double((long long)(0x3ff0000000000000ull | (x >> 12))) +
+           -0.99999999999999988897769753748434595763683319091796875;  // -(1 - 2^-53)
 }
 
 // Per-type layout: how many uniforms a block holds, and uniform k (0 .. PER_BLOCK) of it.
