@@ -118,19 +118,31 @@ template <class T> struct Mean : WideSum<T> {
 
 struct MeanVarV { double count; double mean; double m2; };
 
-// Chan, Golub and LeVeque's pairwise combination of (count, mean, sum of squared deviations).
+// Chan, Golub and LeVeque's pairwise combination of (count, mean, sum of squared deviations),
+// with NumPy's answers on infinities and overflow (src/ops/stats.rs).
 template <class T> struct MeanVar {
     typedef T In; typedef MeanVarV Acc; typedef MeanVarV Out;
     __device__ Acc identity() const { Acc r; r.count = 0.0; r.mean = 0.0; r.m2 = 0.0; return r; }
     __device__ Acc lift(In x, u64) const { Acc r; r.count = 1.0; r.mean = (double)up(x); r.m2 = 0.0; return r; }
+    // The Rust half's branches, arranged for the device: the common case (both sides
+    // non-empty, equal counts, finite difference) is straight-line code with no division,
+    // the rest are rare branches and selects, with the same results.
     __device__ Acc combine(Acc a, Acc b) const {
-        if (a.count == 0.0) return b;
-        if (b.count == 0.0) return a;
         Acc r;
         r.count = a.count + b.count;
-        double d = b.mean - a.mean;
-        r.mean = a.mean + d * (b.count / r.count);
-        r.m2 = a.m2 + b.m2 + d * d * (a.count * b.count / r.count);
+        // b's weight: exactly 0.5 for equal counts, where the division is skipped.
+        double w = 0.5;
+        if (a.count != b.count) w = b.count / r.count;
+        const double d = b.mean - a.mean;
+        r.mean = a.mean + d * w;
+        r.m2 = a.m2 + b.m2 + d * d * (a.count * w);
+        if (!isfinite(d)) {
+            // An infinity or NaN, or a difference past DBL_MAX (the Rust half says why).
+            r.mean = a.mean * (1.0 - w) + b.mean * w;
+            if (!isfinite(a.mean) || !isfinite(b.mean)) r.m2 = __longlong_as_double(0x7ff8000000000000ll);
+        }
+        if (a.count == 0.0) r = b;
+        if (b.count == 0.0) r = a;
         return r;
     }
     __device__ Out finish(Acc a, u64) const { return a; }

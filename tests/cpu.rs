@@ -193,6 +193,58 @@ fn half_precision_rounds_after_every_add() {
     assert_eq!(Cpu::new().reduce(&x, Mean).unwrap(), 1024.5);
 }
 
+/// MeanVar gives NumPy's `mean` and `var * n` on extremes: no overflow of the difference
+/// makes the mean infinite, an infinity keeps the mean infinite and makes the variance NaN.
+#[test]
+fn meanvar_follows_numpy_on_infinities_and_overflow() {
+    let cpu = Cpu::new();
+    let mv = |x: &[f64]| cpu.reduce(x, MeanVar).unwrap();
+    let r = mv(&[f64::MAX, -f64::MAX]);
+    assert_eq!((r.count, r.mean, r.m2), (2.0, 0.0, f64::INFINITY));
+    let r = mv(&[f64::INFINITY, 1.0]);
+    assert_eq!(r.mean, f64::INFINITY);
+    assert!(r.m2.is_nan());
+    let r = mv(&[f64::INFINITY, f64::INFINITY]);
+    assert_eq!(r.mean, f64::INFINITY);
+    assert!(r.m2.is_nan());
+    let r = mv(&[1.0, f64::NEG_INFINITY, 2.0, 3.0, 4.0]);
+    assert_eq!(r.mean, f64::NEG_INFINITY);
+    assert!(r.m2.is_nan());
+    assert!(mv(&[f64::INFINITY, f64::NEG_INFINITY]).mean.is_nan());
+    // Finite data far from overflow keeps the ordinary update (mean 2, m2 2).
+    let r = mv(&[1.0, 2.0, 3.0]);
+    assert_eq!((r.mean, r.m2), (2.0, 2.0));
+}
+
+/// The equal-count shortcut (weight 0.5, no division) gives the bits of the division it
+/// skips: every combine of equal counts equals the Chan-Golub-LeVeque update written out.
+#[test]
+fn meanvar_equal_counts_skip_the_division_with_the_same_bits() {
+    let mut rng = Rng(seed("meanvar_equal_counts"));
+    for _ in 0..10_000 {
+        let c = (1u64 << (rng.next() % 40)) as f64;
+        let a = MeanVarValue {
+            count: c,
+            mean: rng.unit() * 1e3 - 500.0,
+            m2: rng.unit() * c,
+        };
+        let b = MeanVarValue {
+            count: c,
+            mean: rng.unit() * 1e-3,
+            m2: rng.unit() * c,
+        };
+        let r = <MeanVar as Operator<f64>>::combine(&MeanVar, a, b);
+        let n = a.count + b.count;
+        let w = b.count / n;
+        let d = b.mean - a.mean;
+        assert_eq!(r.mean.to_bits(), (a.mean + d * w).to_bits());
+        assert_eq!(
+            r.m2.to_bits(),
+            (a.m2 + b.m2 + d * d * (a.count * w)).to_bits()
+        );
+    }
+}
+
 #[test]
 fn mean_and_variance_match_a_two_pass_reference() {
     let s = seed("mean_and_variance_match_a_two_pass_reference");

@@ -242,6 +242,37 @@ fn nan_propagates_on_the_gpu_as_on_the_cpu() {
     }
 }
 
+/// MeanVar on infinities and on differences past f64::MAX, mixed into ordinary data at
+/// every position class: the GPU's bits equal the CPU's (whose answers tests/cpu.rs checks
+/// against NumPy's).
+#[test]
+#[ignore = "needs a CUDA device"]
+fn meanvar_extremes_on_the_gpu_as_on_the_cpu() {
+    let g = gpu();
+    let specials = [
+        (f64::MAX, -f64::MAX),
+        (f64::INFINITY, 1.0),
+        (f64::INFINITY, f64::INFINITY),
+        (f64::NEG_INFINITY, f64::INFINITY),
+        (1e308, -1e308),
+    ];
+    for &n in &[2usize, 3, 33, 4097, 1_000_003] {
+        for &(a, b) in &specials {
+            for pos in [0, n / 2, n - 2] {
+                let mut host: Vec<f64> = (0..n).map(|i| (i % 1000) as f64).collect();
+                host[pos] = a;
+                host[n - 1] = b;
+                let want = Cpu::new().reduce(&host, MeanVar).unwrap();
+                let got = g.reduce(&upload(g, &host), MeanVar).unwrap();
+                assert!(
+                    same(&got, &want),
+                    "n = {n}, ({a}, {b}) at {pos}: {got:?} != {want:?}"
+                );
+            }
+        }
+    }
+}
+
 /// The byte the fill kernel writes at position `i`: a hash, values 0..=254 (255 is placed by
 /// hand), so sums, extremes and indices over > 2^32 positions are all non-trivial.
 fn pattern(i: u64, seed: u64) -> u8 {

@@ -110,8 +110,13 @@ impl MeanVarValue {
 
 /// Mean and variance in one pass over the data, in f64, by Chan, Golub and LeVeque's
 /// pairwise update: combining (n_a, mean_a, m2_a) and (n_b, mean_b, m2_b) with
-/// `d = mean_b - mean_a` gives `mean = mean_a + d * n_b / n`, `m2 = m2_a + m2_b + d² n_a n_b / n`.
-/// Numerically stable (no `E[x²] - E[x]²` cancellation). Empty input: an error.
+/// `d = mean_b - mean_a` and `w = n_b / n` gives `mean = mean_a + d w`,
+/// `m2 = m2_a + m2_b + d² (n_a w)` (`w` is exactly 0.5, without a division, for equal
+/// counts). Numerically stable (no `E[x²] - E[x]²` cancellation). Empty input: an error.
+///
+/// Extremes, as NumPy: where `d` is not finite the mean is `mean_a (1 - w) + mean_b w`, so
+/// `[f64::MAX, -f64::MAX]` has mean 0 and `[inf, 1]` mean `inf`; data holding an infinity
+/// has NaN variance, and deviations past `f64::MAX` an infinite one.
 ///
 /// ```
 /// let s = cufold::Cpu::new().reduce(&[1.0f32, 2.0, 3.0], cufold::ops::MeanVar)?;
@@ -149,11 +154,34 @@ impl<T: Element> Operator<T> for MeanVar {
             return a;
         }
         let count = a.count + b.count;
+        // b's weight n_b / n: exactly 0.5 for equal counts (every inner node of a full
+        // subtree of the canonical tree), where the division is skipped with the same bits.
+        let w = if a.count == b.count {
+            0.5
+        } else {
+            b.count / count
+        };
         let d = b.mean - a.mean;
+        if d.is_finite() {
+            return MeanVarValue {
+                count,
+                mean: a.mean + d * w,
+                m2: a.m2 + b.m2 + d * d * (a.count * w),
+            };
+        }
+        // An infinite (or NaN) mean, or a difference past f64::MAX: the weighted mean, which
+        // keeps an infinity (NumPy's mean of [inf, 1] is inf) and does not overflow
+        // ([f64::MAX, -f64::MAX] has mean 0); the variance of data holding an infinity is
+        // NaN, as NumPy's is, and a difference past f64::MAX makes it infinite.
+        let m2 = if a.mean.is_finite() && b.mean.is_finite() {
+            a.m2 + b.m2 + d * d * (a.count * w)
+        } else {
+            f64::NAN
+        };
         MeanVarValue {
             count,
-            mean: a.mean + d * (b.count / count),
-            m2: a.m2 + b.m2 + d * d * (a.count * b.count / count),
+            mean: a.mean * (1.0 - w) + b.mean * w,
+            m2,
         }
     }
     fn finish(&self, acc: MeanVarValue, _: u64) -> MeanVarValue {
