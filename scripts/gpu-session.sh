@@ -4,13 +4,15 @@
 #   bash scripts/gpu-session.sh tests    every test binary, GPU ones included (run-tests.sh)
 #   bash scripts/gpu-session.sh bench    scan benchmark beside torch/CuPy cumsum from the same
 #                                        call, the algorithm comparison, then the examples
+#   bash scripts/gpu-session.sh mc       fused Monte Carlo samples/s beside PyTorch's
+#                                        (scripts/mc_peers.py), same call
 set -uo pipefail
 out=${OUT:-/tmp/cufold-out}
 mkdir -p "$out"
 export CUFOLD_CACHE_DIR=/tmp/cufold-cache
 # Benches are staged as test-* binaries (cargo builds them in the test profile); they are not
 # tests, so take them out of the test run.
-for b in reduce gpu_reduce gpu_scan; do
+for b in reduce gpu_reduce gpu_scan gpu_monte_carlo; do
   [[ -e .gpu/bin/test-$b ]] && mv ".gpu/bin/test-$b" ".gpu/bin/bench-$b"
 done
 # The proc-macro crate's own unit tests link the Rust toolchain's libstd dynamically, which
@@ -32,5 +34,9 @@ bench)
   for e in normal_cdf linear_recurrence custom_op; do
     timeout 120 bash .gpu/run.sh "$e" > "$out/$e.txt" 2>&1; echo "$e exit $?"; cat "$out/$e.txt"
   done
+  ;;
+mc)
+  .gpu/bin/bench-gpu_monte_carlo --json "$out/mc.json" 2>&1 | tee "$out/mc.txt"
+  python3 scripts/mc_peers.py --json "$out/mc_peers.json" 2>&1 | tee "$out/mc_peers.txt"
   ;;
 esac

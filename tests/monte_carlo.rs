@@ -160,3 +160,39 @@ fn monte_carlo_kernels_compile_for_hopper() {
         compile_kernel(&<_ as Operator<[f64; 4]>>::cuda(&op), 0, draws, "sm_90").unwrap();
     }
 }
+
+/// A map whose CUDA half does not compile (it names an undefined variable).
+#[derive(Clone, Copy, Debug, Default)]
+struct BrokenMap;
+
+impl cufold::ops::Transform<f32> for BrokenMap {
+    type Out = f32;
+    fn apply(&self, x: f32, _: u64) -> f32 {
+        x
+    }
+    fn cuda(&self) -> cufold::ops::CudaOp {
+        cufold::ops::CudaOp {
+            type_name: "BrokenMap".into(),
+            source: "struct BrokenMap {\n  typedef float In; typedef float Out;\n  \
+                     __device__ float operator()(float x, unsigned long long) const { return x * no_such_scale; }\n};"
+                .into(),
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_map_that_fails_to_compile_reports_the_log_and_the_source() {
+    let e = gpu()
+        .integrator(&MonteCarlo::<f32, _>::new(BrokenMap))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Compile);
+    let msg = e.to_string();
+    assert!(msg.contains("no_such_scale"), "{msg}");
+    assert!(
+        msg.lines()
+            .any(|l| l.starts_with('>') && l.contains("no_such_scale")),
+        "{msg}"
+    );
+    assert!(e.compile_log().unwrap().contains("error"));
+}
