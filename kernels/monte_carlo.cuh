@@ -81,7 +81,7 @@ template <class Op, int VEC, int DRAW> struct SampleLoader {
 #ifdef CF_MONTE_CARLO_KERNEL
 // Instantiated by the generated source, which defines CF_OP (an operator whose In is the
 // sample type), CF_BLOCK, CF_K, CF_VEC, CF_FINAL_K, CF_DRAW (CF_DRAW_UNIFORM or
-// CF_DRAW_NORMAL) and CF_OP_BYTES.
+// CF_DRAW_NORMAL), CF_ORDER_FREE and CF_OP_BYTES.
 typedef CF_OP cf_op_t;
 typedef cf_op_t::Acc cf_acc_t;
 typedef cf_op_t::Out cf_out_t;
@@ -92,7 +92,7 @@ cf_monte_carlo(cf::u64 seed, cf::u64 n, cf::u64 tiles_per_block, cf::u64 limit, 
                const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     const cf::SampleLoader<cf_op_t, CF_VEC, CF_DRAW> ld{seed, n};
-    cf::reduce_grid<cf_op_t, CF_BLOCK, CF_K, CF_VEC, CF_FINAL_K>(op, ld, n, tiles_per_block, limit, partials,
-                                                                 ticket_base, ticket, out);
+    cf::reduce_grid<cf_op_t, CF_BLOCK, CF_K, CF_VEC, CF_FINAL_K, CF_ORDER_FREE != 0>(
+        op, ld, n, tiles_per_block, limit, partials, ticket_base, ticket, out);
 }
 #endif

@@ -24,16 +24,20 @@ template <class Op, int N> __device__ __forceinline__ Op make_op(const OpBytes<N
     }
 }
 
-// NaN-propagating min / max: the first NaN in tree order wins; ties keep the left value.
+// NaN-propagating min / max, order-free (src/ops/mod.rs): of two NaNs the one with the larger
+// bits wins, a NaN beats a number, numbers compare by value with -0 below +0. The result has
+// the same bits for either order of the arguments.
+template <class T> __device__ __forceinline__ T nan_pick(T a, T b) {
+    const bool an = nan_bits(a), bn = nan_bits(b);
+    return an && (!bn || raw_bits(a) >= raw_bits(b)) ? a : b;
+}
 template <class T> __device__ __forceinline__ T min2(T a, T b) {
-    if (is_nan(a)) return a;
-    if (is_nan(b)) return b;
-    return lt(b, a) ? b : a;
+    if (nan_bits(a) || nan_bits(b)) return nan_pick(a, b);
+    return order_key<T>::of(b) < order_key<T>::of(a) ? b : a;
 }
 template <class T> __device__ __forceinline__ T max2(T a, T b) {
-    if (is_nan(a)) return a;
-    if (is_nan(b)) return b;
-    return lt(a, b) ? b : a;
+    if (nan_bits(a) || nan_bits(b)) return nan_pick(a, b);
+    return order_key<T>::of(a) < order_key<T>::of(b) ? b : a;
 }
 
 template <class T> struct Sum {

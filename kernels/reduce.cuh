@@ -84,14 +84,44 @@ __device__ __forceinline__ typename Op::Acc tile_reduce(const Op& op, const Load
     return block_reduce_warps<BLOCK>(op, v[0], smem, spans(WARP_SPAN));
 }
 
+// An order-free operator's run over a block's tiles (Operator::ORDER_FREE: exactly associative
+// and commutative, bit for bit): each thread combines everything it loads into one
+// accumulator, in load order, starting from the identity, and the block reduces the
+// per-thread results once at the end. It reads the same positions as the canonical path
+// (the same coalesced loads) but spends one combine per element and no per-tile warp or block
+// stage; the bits are the canonical tree's because every order gives them. Thread 0 gets the
+// block's result.
+template <class Op, int BLOCK, int K, int VEC, class Loader>
+__device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader& ld, u64 first, u64 tiles, u64 n,
+                                                     typename Op::Acc* smem) {
+    typedef typename Op::Acc Acc;
+    constexpr u64 SEG = 32ull * VEC;
+    constexpr u64 TILE = (u64)BLOCK * K * VEC;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    Acc acc = op.identity();
+    for (u64 j = 0; j < tiles; ++j) {
+        const u64 wbase = first + j * TILE + (u64)warp * SEG * K;
+        if (first + j * TILE >= n) break;
+        Acc items[K][VEC];
+#pragma unroll
+        for (int k = 0; k < K; ++k) ld.load(op, wbase + k * SEG + (u64)lane * VEC, items[k]);
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) acc = op.combine(acc, items[k][i]);
+    }
+    acc = warp_reduce(op, acc);
+    return block_reduce_warps<BLOCK>(op, acc, smem);
+}
+
 // The device-wide reduction of positions 0..n read through `ld`, by the whole grid: each
 // block reduces `tiles_per_block` consecutive tiles of BLOCK*K*VEC positions (a binary
-// counter over tiles), writes its partial, and the block that takes the last ticket reduces
-// the partials (FINAL_K per thread) and writes `finish(tree, n)` to out[0]. With one block,
-// no partial and no ticket. Tickets: `ticket` is the handle's counter, which only grows;
-// this launch's blocks take tickets ticket_base .. ticket_base + gridDim.x - 1 (the same
-// protocol as the scan's tile order).
-template <class Op, int BLOCK, int K, int VEC, int FINAL_K, class Loader>
+// counter over tiles; for an ORDER_FREE operator, cf::free_run), writes its partial, and the
+// block that takes the last ticket reduces the partials (FINAL_K per thread) and writes
+// `finish(tree, n)` to out[0]. With one block, no partial and no ticket. Tickets: `ticket` is
+// the handle's counter, which only grows; this launch's blocks take tickets ticket_base ..
+// ticket_base + gridDim.x - 1 (the same protocol as the scan's tile order).
+template <class Op, int BLOCK, int K, int VEC, int FINAL_K, bool ORDER_FREE, class Loader>
 __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 n, u64 tiles_per_block, u64 limit,
                                             typename Op::Acc* partials, u64 ticket_base,
                                             unsigned long long* ticket, typename Op::Out* out) {
@@ -103,28 +133,34 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
     __shared__ bool last;
 
     const u64 first = (u64)blockIdx.x * tiles_per_block * TILE;
-    for (u64 j = 0; j < tiles_per_block; ++j) {
-        const u64 base = first + j * TILE;
-        Acc t = base < n ? tile_reduce<Op, BLOCK, K, VEC>(op, ld, base, limit, smem[j & 1]) : op.identity();
-        if (threadIdx.x == 0) {
-            // Binary counter: tile j closes every complete aligned group it ends.
-            int level = 0;
-            while ((j >> level) & 1) {
-                t = op.combine(stack[level], t);
-                ++level;
+    Acc total = op.identity();
+    if constexpr (ORDER_FREE) {
+        total = free_run<Op, BLOCK, K, VEC>(op, ld, first, tiles_per_block, n, smem[0]);
+    } else {
+        for (u64 j = 0; j < tiles_per_block; ++j) {
+            const u64 base = first + j * TILE;
+            Acc t = base < n ? tile_reduce<Op, BLOCK, K, VEC>(op, ld, base, limit, smem[j & 1]) : op.identity();
+            if (threadIdx.x == 0) {
+                // Binary counter: tile j closes every complete aligned group it ends.
+                int level = 0;
+                while ((j >> level) & 1) {
+                    t = op.combine(stack[level], t);
+                    ++level;
+                }
+                stack[level] = t;
             }
-            stack[level] = t;
         }
+        int top = 0;
+        while ((1ull << top) < tiles_per_block) ++top;
+        if (threadIdx.x == 0) total = stack[top];
     }
-    int top = 0;
-    while ((1ull << top) < tiles_per_block) ++top;
 
     if (gridDim.x == 1) {
-        if (threadIdx.x == 0) out[0] = op.finish(stack[top], n);
+        if (threadIdx.x == 0) out[0] = op.finish(total, n);
         return;
     }
     if (threadIdx.x == 0) {
-        partials[blockIdx.x] = stack[top];
+        partials[blockIdx.x] = total;
         __threadfence();
         last = atomicAdd(ticket, 1ull) - ticket_base == gridDim.x - 1;
     }
@@ -141,7 +177,8 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
 
 #ifdef CF_REDUCE_KERNEL
 // Instantiated by the generated source, which defines CF_OP (the operator type), CF_BLOCK,
-// CF_K, CF_VEC, CF_VECTOR (0/1), CF_FINAL_K (loads per thread in the final stage) and
+// CF_K, CF_VEC, CF_VECTOR (0/1), CF_FINAL_K (loads per thread in the final stage),
+// CF_ORDER_FREE (0/1: the operator's Operator::ORDER_FREE, which selects cf::free_run) and
 // CF_OP_BYTES (the size of the operator's run-time parameters, 0 for none).
 typedef CF_OP cf_op_t;
 typedef cf_op_t::In cf_in_t;
@@ -154,7 +191,7 @@ cf_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles_per_block, cf:
           const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     const cf::InputLoader<cf_op_t, CF_VEC, CF_VECTOR != 0> ld{x, n};
-    cf::reduce_grid<cf_op_t, CF_BLOCK, CF_K, CF_VEC, CF_FINAL_K>(op, ld, n, tiles_per_block, limit, partials,
-                                                                 ticket_base, ticket, out);
+    cf::reduce_grid<cf_op_t, CF_BLOCK, CF_K, CF_VEC, CF_FINAL_K, CF_ORDER_FREE != 0>(
+        op, ld, n, tiles_per_block, limit, partials, ticket_base, ticket, out);
 }
 #endif

@@ -71,6 +71,58 @@ template <> struct arith<i64> {
 template <class T> __device__ __forceinline__ bool is_nan(T x) { return up(x) != up(x); }
 template <class T> __device__ __forceinline__ bool lt(T a, T b) { return up(a) < up(b); }
 
+// The order-free total order of Min and Max on values that are not NaN (ops.cuh): numbers by
+// value and -0 below +0. For floats it is the integer order of a key made from the bits
+// (sign and magnitude to two's complement), with no conversion for f16 and bf16; integers
+// are their own keys.
+template <class T> struct order_key {
+    typedef T type;
+    static __device__ __forceinline__ T of(T x) { return x; }
+};
+template <> struct order_key<float> {
+    typedef int type;
+    static __device__ __forceinline__ int of(float x) {
+        const int k = __float_as_int(x);
+        return k ^ ((k >> 31) & 0x7fffffff);
+    }
+};
+template <> struct order_key<double> {
+    typedef i64 type;
+    static __device__ __forceinline__ i64 of(double x) {
+        const i64 k = __double_as_longlong(x);
+        return k ^ ((k >> 63) & 0x7fffffffffffffffll);
+    }
+};
+template <> struct order_key<f16> {
+    typedef int type;
+    static __device__ __forceinline__ int of(f16 x) {
+        const int k = (short)x.bits;
+        return k ^ ((k >> 15) & 0x7fff);
+    }
+};
+template <> struct order_key<bf16> {
+    typedef int type;
+    static __device__ __forceinline__ int of(bf16 x) {
+        const int k = (short)x.bits;
+        return k ^ ((k >> 15) & 0x7fff);
+    }
+};
+
+// NaN tests and bit patterns without conversions: a float is NaN when its magnitude bits are
+// above infinity's.
+__device__ __forceinline__ bool nan_bits(float x) { return (__float_as_uint(x) & 0x7fffffffu) > 0x7f800000u; }
+__device__ __forceinline__ bool nan_bits(double x) {
+    return ((u64)__double_as_longlong(x) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+}
+__device__ __forceinline__ bool nan_bits(f16 x) { return (x.bits & 0x7fffu) > 0x7c00u; }
+__device__ __forceinline__ bool nan_bits(bf16 x) { return (x.bits & 0x7fffu) > 0x7f80u; }
+template <class T> __device__ __forceinline__ bool nan_bits(T) { return false; }
+__device__ __forceinline__ unsigned raw_bits(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ u64 raw_bits(double x) { return (u64)__double_as_longlong(x); }
+__device__ __forceinline__ unsigned raw_bits(f16 x) { return x.bits; }
+__device__ __forceinline__ unsigned raw_bits(bf16 x) { return x.bits; }
+template <class T> __device__ __forceinline__ T raw_bits(T x) { return x; }
+
 // Extremes: -inf / +inf for floats, MIN / MAX for integers.
 template <class T> struct limits;
 template <> struct limits<float> {

@@ -111,6 +111,16 @@ pub trait Element: DeviceValue + PartialOrd + sealed::Sealed {
     fn to_f64(self) -> f64;
     /// The nearest value of this type to `x` (saturating for integers, as `as` does).
     fn from_f64(x: f64) -> Self;
+    /// The value's bit pattern, zero-extended (what breaks ties between NaNs in [`Min`] and
+    /// [`Max`](crate::ops::Max)).
+    ///
+    /// [`Min`]: crate::ops::Min
+    #[doc(hidden)]
+    fn bits(self) -> u64;
+    /// Whether the sign bit is set (`-0.0` and negative values; always false for unsigned
+    /// integers).
+    #[doc(hidden)]
+    fn sign_bit(self) -> bool;
 }
 
 /// An element with a wider accumulator type, for [`WideSum`](crate::ops::WideSum) and
@@ -195,6 +205,13 @@ macro_rules! int_element {
             fn from_f64(x: f64) -> Self {
                 x as $t
             }
+            fn bits(self) -> u64 {
+                self as u64 & (u64::MAX >> (64 - 8 * std::mem::size_of::<$t>()))
+            }
+            #[allow(unused_comparisons)]
+            fn sign_bit(self) -> bool {
+                self < 0
+            }
         }
         impl Widen for $t {
             type Wide = $wide;
@@ -251,6 +268,12 @@ macro_rules! float_element {
             fn from_f64(x: f64) -> Self {
                 x as $t
             }
+            fn bits(self) -> u64 {
+                self.to_bits() as u64
+            }
+            fn sign_bit(self) -> bool {
+                self.is_sign_negative()
+            }
         }
         impl Widen for $t {
             type Wide = $wide;
@@ -304,6 +327,12 @@ macro_rules! half_element {
             }
             fn from_f64(x: f64) -> Self {
                 $t::from_f64(x)
+            }
+            fn bits(self) -> u64 {
+                self.to_bits() as u64
+            }
+            fn sign_bit(self) -> bool {
+                self.is_sign_negative()
             }
         }
         impl Widen for $t {

@@ -53,6 +53,16 @@ pub enum Tolerance {
     /// Floats at most this many units in the last place apart (and of the same sign, unless
     /// both are zero); other types exactly.
     Ulps(u64),
+    /// The same bits: `-0.0` differs from `0.0`, and NaNs are equal only with the same bit
+    /// pattern. What [`check`] uses, whatever it is given, for an operator that claims to be
+    /// [order-free](crate::ops::Operator::ORDER_FREE).
+    ///
+    /// ```
+    /// use cufold::laws::{Approx, Tolerance};
+    /// assert!(!(-0.0f32).approx_eq(&0.0, Tolerance::Bits));
+    /// assert!(!f64::NAN.approx_eq(&-f64::NAN, Tolerance::Bits));
+    /// ```
+    Bits,
 }
 
 /// Equality up to a [`Tolerance`], field by field: how [`check`] compares accumulators.
@@ -100,7 +110,7 @@ fn float_eq(a: f64, b: f64, ordered: (i64, i64), tol: Tolerance) -> bool {
         return false;
     }
     match tol {
-        Tolerance::Exact => false,
+        Tolerance::Exact | Tolerance::Bits => false,
         Tolerance::Relative(eps) => (a - b).abs() <= eps * a.abs().max(b.abs()),
         Tolerance::Ulps(n) => ordered.0.abs_diff(ordered.1) <= n,
     }
@@ -119,6 +129,9 @@ macro_rules! approx_float {
     ($t:ty, $bits:ident, $sign:expr) => {
         impl Approx for $t {
             fn approx_eq(&self, other: &Self, tol: Tolerance) -> bool {
+                if tol == Tolerance::Bits {
+                    return self.$bits() == other.$bits();
+                }
                 let o = (
                     ordered(self.$bits() as u64, $sign),
                     ordered(other.$bits() as u64, $sign),
@@ -276,7 +289,9 @@ const DRAWN: usize = 50_000;
 /// every triple (for more than 40 samples: every consecutive triple and 50,000 more drawn
 /// by a fixed generator), and, if the operator claims [`Operator::COMMUTATIVE`], on every
 /// pair (past 300 samples: consecutive and drawn pairs) `combine(a, b) == combine(b, a)`.
-/// Accumulators are compared with [`Approx`] under `tol`. Returns the first counterexample.
+/// Accumulators are compared with [`Approx`] under `tol`; an operator that claims to be
+/// [order-free](Operator::ORDER_FREE) is held to every law, commutativity included, under
+/// [`Tolerance::Bits`]. Returns the first counterexample.
 ///
 /// Choose samples that exercise the operator's branches (ties, NaN, infinities, the
 /// identity's own value) and, for floats, either exact data with [`Tolerance::Exact`] or a
@@ -327,6 +342,8 @@ where
             message: format!("{law} fails for {}:{shown}\n  {what}", O::NAME),
         })
     };
+    // An order-free operator promises the same bits in every order.
+    let tol = if O::ORDER_FREE { Tolerance::Bits } else { tol };
     let same = |x: &O::Acc, y: &O::Acc| x.approx_eq(y, tol);
 
     let ii = op.combine(id, id);
@@ -386,7 +403,7 @@ where
         }
     }
 
-    if O::COMMUTATIVE {
+    if O::COMMUTATIVE || O::ORDER_FREE {
         let pairs: Box<dyn Iterator<Item = [usize; 2]>> = if n <= ALL_PAIRS_UP_TO {
             Box::new((0..n * n).map(move |t| [t / n, t % n]))
         } else {
@@ -402,7 +419,8 @@ where
                     Law::Commutativity,
                     &[i, j],
                     format!(
-                        "combine(a, b) = {ab:?} but combine(b, a) = {ba:?} (the operator claims to be commutative)"
+                        "combine(a, b) = {ab:?} but combine(b, a) = {ba:?} (the operator claims to be {})",
+                        if O::ORDER_FREE { "order-free" } else { "commutative" }
                     ),
                 );
             }

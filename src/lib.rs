@@ -128,8 +128,12 @@ pub use scan::{ScanAlgorithm, ScanKind, Scanner};
 /// **Function form**, when input, accumulator and output are one type: the function
 /// becomes a unit struct of the same name implementing [`ops::Operator`], whose `combine`
 /// is the body. `identity = EXPR` is required; `commutative` is a claim (documentation and
-/// the [`laws`] checker; results never depend on it); `empty = error` makes an empty input
-/// an [`ErrorKind::EmptyInput`] error instead of the identity.
+/// the [`laws`] checker; results never depend on it); `order_free` claims more, that
+/// `combine` is exactly associative and commutative on every value, bit for bit (as min,
+/// max and integer sums are), which lets reductions use a cheaper schedule with the same
+/// bits ([`ops::Operator::ORDER_FREE`]; [`laws::check`] tests it under
+/// [`laws::Tolerance::Bits`]); `empty = error` makes an empty input an
+/// [`ErrorKind::EmptyInput`] error instead of the identity.
 ///
 /// ```
 /// #[derive(Clone, Copy, cufold::DeviceType)]

@@ -175,13 +175,23 @@ fn nan_propagates_like_numpy() {
     assert!(cpu.reduce(&b, Max).unwrap().is_nan());
 }
 
+/// Min and Max order -0.0 below 0.0 whatever the order of the inputs (IEEE 754-2019's
+/// minimum and maximum), so they are order-free; the arg- operators see two equal values
+/// and report the lowest index.
 #[test]
-fn signed_zeros_keep_the_left_value() {
+fn signed_zeros_are_ordered_the_same_way_in_every_order() {
     let cpu = Cpu::new();
-    assert!(cpu.reduce(&[-0.0f32, 0.0], Min).unwrap().is_sign_negative());
-    assert!(cpu.reduce(&[0.0f32, -0.0], Min).unwrap().is_sign_positive());
-    assert!(cpu.reduce(&[-0.0f64, 0.0], Max).unwrap().is_sign_negative());
-    assert_eq!(cpu.reduce(&[0.0f32, -0.0], ArgMin).unwrap().index, 0);
+    for z in [[-0.0f32, 0.0], [0.0, -0.0]] {
+        assert!(cpu.reduce(&z, Min).unwrap().is_sign_negative());
+        assert!(cpu.reduce(&z, Max).unwrap().is_sign_positive());
+        let mm = cpu.reduce(&z, MinMax).unwrap();
+        assert!(mm.min.is_sign_negative() && mm.max.is_sign_positive());
+        assert_eq!(cpu.reduce(&z, ArgMin).unwrap().index, 0);
+        assert_eq!(cpu.reduce(&z, ArgMax).unwrap().index, 0);
+    }
+    assert!(cpu.reduce(&[-0.0f64, 0.0], Max).unwrap().is_sign_positive());
+    let h = [f16::from_f32(0.0), f16::from_f32(-0.0)];
+    assert!(cpu.reduce(&h, Min).unwrap().is_sign_negative());
 }
 
 #[test]

@@ -242,6 +242,110 @@ fn nan_propagates_on_the_gpu_as_on_the_cpu() {
     }
 }
 
+/// The order-free schedule (one accumulator per thread, one tree at the end) gives the
+/// canonical tree's bits for the order-free operators, on data that exercises every rule:
+/// signed zeros, NaNs of several payloads and signs, infinities, ties, at sizes across
+/// tiles, blocks and grids and at odd offsets.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn order_free_operators_give_the_canonical_bits_on_signed_zeros_and_nans() {
+    let s = seed("order_free_operators_give_the_canonical_bits_on_signed_zeros_and_nans");
+    let g = gpu();
+    let specials = [
+        0.0f32,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::from_bits(0x7fc0_0000),
+        f32::from_bits(0x7fc0_0001),
+        f32::from_bits(0xffc0_0007),
+    ];
+    let mut rng = Rng(s);
+    for &n in &[1usize, 2, 31, 4097, 65_537, 1_000_003, 9_999_991] {
+        for round in 0..4 {
+            // Round 0: zeros of both signs only (ties everywhere); 1: plus infinities;
+            // 2 and 3: plus NaNs, a few or many.
+            let kinds = [2, 4, 7, 7][round];
+            let rare = if round == 2 { n as u64 / 3 + 1 } else { 4 };
+            let host: Vec<f32> = (0..n)
+                .map(|_| {
+                    let z = rng.next();
+                    if round < 2 || z % rare == 0 {
+                        specials[(z >> 8) as usize % kinds]
+                    } else {
+                        (z >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                    }
+                })
+                .collect();
+            let cpu = Cpu::new();
+            let dev = upload(g, &host);
+            let bits = |v: f32| v.to_bits();
+            let what = format!("n = {n}, round {round} (CUFOLD_SEED={s})");
+            assert_eq!(
+                bits(g.reduce(&dev, Max).unwrap()),
+                bits(cpu.reduce(&host, Max).unwrap()),
+                "Max {what}"
+            );
+            assert_eq!(
+                bits(g.reduce(&dev, Min).unwrap()),
+                bits(cpu.reduce(&host, Min).unwrap()),
+                "Min {what}"
+            );
+            let (a, b) = (
+                g.reduce(&dev, MinMax).unwrap(),
+                cpu.reduce(&host, MinMax).unwrap(),
+            );
+            assert_eq!(
+                (bits(a.min), bits(a.max)),
+                (bits(b.min), bits(b.max)),
+                "MinMax {what}"
+            );
+            for (ga, ca) in [
+                (
+                    g.reduce(&dev, ArgMax).unwrap(),
+                    cpu.reduce(&host, ArgMax).unwrap(),
+                ),
+                (
+                    g.reduce(&dev, ArgMin).unwrap(),
+                    cpu.reduce(&host, ArgMin).unwrap(),
+                ),
+            ] {
+                assert_eq!(
+                    (bits(ga.value), ga.index),
+                    (bits(ca.value), ca.index),
+                    "Arg {what}"
+                );
+            }
+            let h: Vec<f16> = host.iter().map(|&v| f16::from_f32(v)).collect();
+            let hd = upload(g, &h);
+            assert_eq!(
+                g.reduce(&hd, Max).unwrap().to_bits(),
+                cpu.reduce(&h, Max).unwrap().to_bits(),
+                "Max f16 {what}"
+            );
+            assert_eq!(
+                g.reduce(&hd, ArgMin).unwrap().index,
+                cpu.reduce(&h, ArgMin).unwrap().index
+            );
+            let d: Vec<f64> = host.iter().map(|&v| v as f64).collect();
+            let dd = upload(g, &d);
+            assert_eq!(
+                g.reduce(&dd, Min).unwrap().to_bits(),
+                cpu.reduce(&d, Min).unwrap().to_bits(),
+                "Min f64 {what}"
+            );
+            if n > 3 {
+                let view = dev.slice(3..);
+                assert_eq!(
+                    bits(g.reduce(&view, Max).unwrap()),
+                    bits(cpu.reduce(&host[3..], Max).unwrap()),
+                    "Max at offset 3, {what}"
+                );
+            }
+        }
+    }
+}
+
 /// MeanVar on infinities and on differences past f64::MAX, mixed into ordinary data at
 /// every position class: the GPU's bits equal the CPU's (whose answers tests/cpu.rs checks
 /// against NumPy's).
@@ -497,7 +601,10 @@ fn every_builtin_kernel_compiles_for_hopper() {
     fn build<T: DeviceValue, O: Operator<T>>(op: O) {
         // One block size here: the other GPU tests run several (and compile them).
         for block in [256] {
-            let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), block).unwrap();
+            let shape = ReduceShape {
+                order_free: O::ORDER_FREE,
+                ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block).unwrap()
+            };
             for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
                 if let Err(e) = cufold::reduce::compile_kernel(
                     &op.cuda(),

@@ -285,7 +285,10 @@ fn transcendental_methods_are_the_cpu_within_8_ulps() {
 fn every_macro_kernel_compiles_for_hopper() {
     use cufold::reduce::ReduceShape;
     fn build<T: DeviceValue, O: Operator<T>>(op: O) {
-        let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap();
+        let shape = ReduceShape {
+            order_free: O::ORDER_FREE,
+            ..ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap()
+        };
         for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
             if let Err(e) = cufold::reduce::compile_kernel(
                 &op.cuda(),

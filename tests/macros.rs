@@ -577,6 +577,128 @@ fn the_law_checker_passes_lawful_operators() {
     );
 }
 
+// ---- order-free operators ------------------------------------------------------------
+
+/// Float addition claimed order-free: false (rounding depends on the grouping).
+#[cufold::op(identity = 0.0, order_free)]
+fn sum_claimed_order_free(a: f32, b: f32) -> f32 {
+    a + b
+}
+
+/// Bitwise or: order-free, rightly claimed.
+#[cufold::op(identity = 0, order_free)]
+fn bit_or(a: u32, b: u32) -> u32 {
+    a | b
+}
+
+/// A max that keeps the left of equal values: commutative numerically, but `-0.0, 0.0`
+/// depends on the order, so the order-free claim fails on signed zeros.
+#[cufold::op(identity = f32::NEG_INFINITY, order_free)]
+fn max_keep_left(a: f32, b: f32) -> f32 {
+    if a < b {
+        b
+    } else {
+        a
+    }
+}
+
+/// Values that exercise every rule of the order-free built-ins: signed zeros, infinities,
+/// NaNs with different payloads and signs, ties.
+fn nasty() -> Vec<f32> {
+    let mut v = vec![
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.0,
+        1.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        2.5,
+        -0.0,
+    ];
+    for bits in [
+        0x7fc0_0000u32,
+        0x7fc0_0001,
+        0xffc0_0000,
+        0x7f80_0001,
+        0xff80_0123,
+    ] {
+        v.push(f32::from_bits(bits));
+    }
+    v
+}
+
+#[test]
+fn order_free_claims_are_checked_bit_for_bit() {
+    const {
+        assert!(<bit_or as Operator<u32>>::ORDER_FREE && <bit_or as Operator<u32>>::COMMUTATIVE);
+        assert!(!<midpoint as Operator<f64>>::ORDER_FREE);
+        assert!(
+            <ops::Max as Operator<f32>>::ORDER_FREE && <ops::ArgMin as Operator<f16>>::ORDER_FREE
+        );
+        assert!(
+            <ops::Sum as Operator<i64>>::ORDER_FREE && !<ops::Sum as Operator<f64>>::ORDER_FREE
+        );
+        assert!(
+            <ops::Mean as Operator<u8>>::ORDER_FREE && !<ops::MeanVar as Operator<i32>>::ORDER_FREE
+        );
+    }
+    let x = nasty();
+    // The built-ins keep their claim on every rule at once, bit for bit, whatever the
+    // tolerance given.
+    laws::check(ops::Max, &x, Tolerance::Relative(0.5)).unwrap();
+    laws::check(ops::Min, &x, Tolerance::Exact).unwrap();
+    laws::check(ops::MinMax, &x, Tolerance::Exact).unwrap();
+    laws::check(ops::ArgMax, &x, Tolerance::Exact).unwrap();
+    laws::check(ops::ArgMin, &x, Tolerance::Exact).unwrap();
+    let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+    laws::check(ops::Max, &h, Tolerance::Exact).unwrap();
+    let b: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+    laws::check(ops::Min, &b, Tolerance::Exact).unwrap();
+    let ints: Vec<i32> = data(200, 7);
+    laws::check(ops::Sum, &ints, Tolerance::Exact).unwrap();
+    laws::check(ops::Prod, &ints, Tolerance::Exact).unwrap();
+    let words: Vec<u32> = data(100, 9);
+    laws::check(bit_or, &words, Tolerance::Exact).unwrap();
+
+    // Claims that are false: rounding, and the sign of zero.
+    let e = laws::check(
+        sum_claimed_order_free,
+        &[0.1f32, 0.7, 0.3],
+        Tolerance::Relative(1e-3),
+    )
+    .unwrap_err();
+    assert_eq!(e.law(), Law::Associativity, "{e}");
+    let e = laws::check(max_keep_left, &[1.0f32, -0.0, 0.0], Tolerance::Exact).unwrap_err();
+    assert_eq!(e.law(), Law::Commutativity, "{e}");
+    assert!(e.to_string().contains("claims to be order-free"), "{e}");
+}
+
+#[test]
+fn min_and_max_order_signed_zeros_and_nans_the_same_way_in_every_order() {
+    let cpu = Cpu::new();
+    for z in [[0.0f32, -0.0], [-0.0, 0.0]] {
+        assert_eq!(
+            cpu.reduce(&z, ops::Max).unwrap().to_bits(),
+            0.0f32.to_bits()
+        );
+        assert_eq!(
+            cpu.reduce(&z, ops::Min).unwrap().to_bits(),
+            (-0.0f32).to_bits()
+        );
+        assert_eq!(
+            cpu.reduce(&z, ops::ArgMax).unwrap().index,
+            0,
+            "equal values: lowest index"
+        );
+    }
+    let (a, b) = (f32::from_bits(0x7fc0_0001), f32::from_bits(0x7fc0_0000));
+    for v in [[a, b, 1.0], [1.0, b, a], [b, 1.0, a]] {
+        assert_eq!(cpu.reduce(&v, ops::Max).unwrap().to_bits(), a.to_bits());
+        assert_eq!(cpu.reduce(&v, ops::Min).unwrap().to_bits(), a.to_bits());
+    }
+}
+
 // ---- run-time parameters ------------------------------------------------------------
 
 /// The bytes of a padding-free value.

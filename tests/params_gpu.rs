@@ -211,7 +211,10 @@ fn every_parameter_kernel_compiles_for_hopper() {
     use cufold::ScanAlgorithm;
     fn build<T: DeviceValue, O: Operator<T>>(op: O) {
         let (cuda, bytes) = (op.cuda(), op.params().bytes().len());
-        let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap();
+        let shape = ReduceShape {
+            order_free: O::ORDER_FREE,
+            ..ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap()
+        };
         for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
             if let Err(e) = cufold::reduce::compile_kernel(&cuda, bytes, &shape, vector, "sm_90") {
                 panic!("reduce {} over {}: {e}", O::NAME, T::cuda_name());

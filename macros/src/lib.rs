@@ -71,7 +71,9 @@ mod translate;
 /// }
 /// ```
 ///
-/// Arguments: `identity = EXPR` (function form), `commutative`, `empty = error`. See
+/// Arguments: `identity = EXPR` (function form), `commutative`, `order_free` (exactly
+/// associative and commutative on every value, bit for bit: the planner may then combine
+/// in any order; `cufold::laws::check` tests the claim), `empty = error`. See
 /// `cufold::op` for the full documentation and examples.
 #[proc_macro_attribute]
 pub fn op(attr: TokenStream, item: TokenStream) -> TokenStream {

@@ -19,12 +19,15 @@ const VEC: u32 = 16;
 /// kernel reads no memory, so nothing ties the load length to coalescing; on an H100 this
 /// shape drew 1.44x the samples per second of four-sample loads for a mean of U(0,1) and
 /// 1.7x for MeanVar (BENCHMARKS.md), the same bits as every shape.
-fn shape() -> ReduceShape {
+/// (`order_free`: always false today, so the kernel's source does not depend on the operator's
+/// claim; drawing dominates the time, not the tree.)
+fn shape(order_free: bool) -> ReduceShape {
     ReduceShape {
         block: 256,
         vec: VEC,
         loads: 2,
         final_loads: 8,
+        order_free,
     }
 }
 
@@ -41,7 +44,7 @@ fn shape() -> ReduceShape {
 /// assert!(src.contains("#include \"cufold/monte_carlo.cuh\"") && src.contains("#define CF_DRAW 0"));
 /// ```
 pub fn kernel_source(op: &CudaOp, param_bytes: usize, draws: super::Draws) -> String {
-    let s = shape();
+    let s = shape(false);
     jit::kernel_source(
         "monte_carlo",
         op,
@@ -51,6 +54,7 @@ pub fn kernel_source(op: &CudaOp, param_bytes: usize, draws: super::Draws) -> St
             ("CF_VEC", s.vec.to_string()),
             ("CF_FINAL_K", s.final_loads.to_string()),
             ("CF_DRAW", draws.cuda_id().to_string()),
+            ("CF_ORDER_FREE", (s.order_free as u32).to_string()),
             ("CF_OP_BYTES", param_bytes.to_string()),
         ],
     )
@@ -123,7 +127,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
         let function = gpu.kernel(
             "cf_monte_carlo",
             &cuda,
-            &(shape(), draws, param_bytes),
+            &(shape(false), draws, param_bytes),
             || kernel_source(&cuda, param_bytes, draws),
         )?;
         Ok(Integrator {
@@ -199,7 +203,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn plan(&self, n: u64) -> Result<ReducePlan> {
-        plan(n, &shape(), &self.gpu.inner.props)
+        plan(n, &shape(false), &self.gpu.inner.props)
     }
 
     /// Draws `n` samples, maps and reduces them, and returns the result on the host (waits
@@ -255,7 +259,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
                 self.mc.get_seed(),
                 n,
                 &plan,
-                shape().block,
+                shape(false).block,
                 out_ptr,
                 &self.params,
                 "launching the Monte Carlo kernel",

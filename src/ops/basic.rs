@@ -17,6 +17,7 @@ impl<T: Element> Operator<T> for Sum {
     type Acc = T;
     type Out = T;
     const COMMUTATIVE: bool = true;
+    const ORDER_FREE: bool = !T::IS_FLOAT;
     const EMPTY_IS_ERROR: bool = false;
     const NAME: &'static str = "Sum";
     fn identity(&self) -> T {
@@ -50,6 +51,7 @@ impl<T: Element> Operator<T> for Prod {
     type Acc = T;
     type Out = T;
     const COMMUTATIVE: bool = true;
+    const ORDER_FREE: bool = !T::IS_FLOAT;
     const EMPTY_IS_ERROR: bool = false;
     const NAME: &'static str = "Prod";
     fn identity(&self) -> T {
@@ -84,6 +86,7 @@ impl<T: Widen> Operator<T> for WideSum {
     type Acc = T::Wide;
     type Out = T::Wide;
     const COMMUTATIVE: bool = true;
+    const ORDER_FREE: bool = !T::IS_FLOAT;
     const EMPTY_IS_ERROR: bool = false;
     const NAME: &'static str = "WideSum";
     fn identity(&self) -> T::Wide {
@@ -117,6 +120,7 @@ impl<T: Element> Operator<T> for Min {
     type Acc = T;
     type Out = T;
     const COMMUTATIVE: bool = true;
+    const ORDER_FREE: bool = true;
     const EMPTY_IS_ERROR: bool = true;
     const NAME: &'static str = "Min";
     fn identity(&self) -> T {
@@ -150,6 +154,7 @@ impl<T: Element> Operator<T> for Max {
     type Acc = T;
     type Out = T;
     const COMMUTATIVE: bool = true;
+    const ORDER_FREE: bool = true;
     const EMPTY_IS_ERROR: bool = true;
     const NAME: &'static str = "Max";
     fn identity(&self) -> T {
@@ -200,6 +205,7 @@ impl<T: Element> Operator<T> for MinMax {
     type Acc = MinMaxValue<T>;
     type Out = MinMaxValue<T>;
     const COMMUTATIVE: bool = true;
+    const ORDER_FREE: bool = true;
     const EMPTY_IS_ERROR: bool = true;
     const NAME: &'static str = "MinMax";
     fn identity(&self) -> Self::Acc {
@@ -291,6 +297,7 @@ macro_rules! arg_op {
             type Acc = Indexed<T>;
             type Out = Indexed<T>;
             const COMMUTATIVE: bool = true;
+            const ORDER_FREE: bool = true;
             const EMPTY_IS_ERROR: bool = true;
             const NAME: &'static str = stringify!($name);
             fn identity(&self) -> Self::Acc {

@@ -132,6 +132,7 @@ impl<In: DeviceValue, F: Transform<In>, O: Operator<F::Out>> Operator<In> for Ma
     type Acc = O::Acc;
     type Out = O::Out;
     const COMMUTATIVE: bool = O::COMMUTATIVE;
+    const ORDER_FREE: bool = O::ORDER_FREE;
     const EMPTY_IS_ERROR: bool = O::EMPTY_IS_ERROR;
     const NAME: &'static str = O::NAME;
     const SCANNABLE: bool = O::SCANNABLE;

@@ -24,10 +24,15 @@
 //! [`ArgMax`] scan the running argmax. An exclusive scan's first output is
 //! `finish(identity, 0)` (for [`Mean`], 0/0 = NaN; for [`Max`], the lowest value).
 //!
-//! **NaN.** [`Min`], [`Max`], [`MinMax`], [`ArgMin`] and [`ArgMax`] propagate NaN as NumPy
-//! and PyTorch do: if any input is NaN the result is NaN (for the arg- operators, the index
-//! of the first NaN). Among equal values the left one is kept, so `Min` of `-0.0, 0.0`
-//! is `-0.0` and `ArgMax` reports the lowest index of the maximum.
+//! **NaN and signed zeros.** [`Min`], [`Max`], [`MinMax`], [`ArgMin`] and [`ArgMax`]
+//! propagate NaN as NumPy and PyTorch do: if any input is NaN the result is NaN (for the
+//! arg- operators, the index of the first NaN; for `Min` and `Max` over several NaNs, the
+//! NaN with the largest bit pattern). `Min` and `Max` order `-0.0` below `0.0`, as IEEE
+//! 754-2019's `minimum` and `maximum` do: `Max` of `[-0.0, 0.0]` and of `[0.0, -0.0]` is
+//! `0.0`, `Min` of either is `-0.0` (NumPy and PyTorch return whichever zero comes second,
+//! which depends on the order of combination). `ArgMin` and `ArgMax` treat the two zeros as
+//! equal and report the lowest index. These rules make the five operators
+//! [order-free](Operator::ORDER_FREE): every order of combination gives the same bits.
 
 use crate::element::{DeviceValue, Element};
 
@@ -100,6 +105,21 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     /// Whether `combine` is commutative. Documentation and fast paths only: correctness
     /// never depends on it.
     const COMMUTATIVE: bool;
+    /// Whether `combine` is **order-free**: exactly associative and commutative on every
+    /// value, bit for bit (signed zeros and NaN payloads included), with `identity` an exact
+    /// identity, so that every order and grouping of the combines gives the same bits. The
+    /// planner then reduces with long per-thread runs and one tree at the end instead of the
+    /// canonical tree (a cheaper schedule, the same result). Min, Max, MinMax, ArgMin and
+    /// ArgMax are order-free, and so are Sum, Prod, WideSum and Mean over integers (wrapping
+    /// arithmetic); floating-point sums are not. [`laws::check`](crate::laws::check) tests
+    /// the claim bit for bit; `#[cufold::op(order_free)]` makes it.
+    ///
+    /// ```
+    /// use cufold::ops::{Max, Operator, Sum};
+    /// assert!(<Max as Operator<f32>>::ORDER_FREE && <Sum as Operator<i32>>::ORDER_FREE);
+    /// assert!(!<Sum as Operator<f32>>::ORDER_FREE);
+    /// ```
+    const ORDER_FREE: bool = false;
     /// Whether an empty input is an error ([`ErrorKind::EmptyInput`](crate::ErrorKind))
     /// rather than `finish(identity, 0)`.
     const EMPTY_IS_ERROR: bool;
@@ -134,22 +154,33 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     }
 }
 
-/// NaN-propagating minimum, ties keep `a` (the element with the lower index).
+/// Of two NaNs, or a NaN and a number: the NaN with the larger bit pattern (a rule that
+/// does not depend on the order of the arguments).
+fn nan_pick<T: Element>(a: T, b: T) -> T {
+    match (a.is_nan_value(), b.is_nan_value()) {
+        (true, true) if b.bits() > a.bits() => b,
+        (true, _) => a,
+        _ => b,
+    }
+}
+
+/// NaN-propagating minimum, order-free: `-0.0` is below `0.0`, and of several NaNs the one
+/// with the larger bit pattern wins, so `min2(a, b)` and `min2(b, a)` have the same bits.
 pub(crate) fn min2<T: Element>(a: T, b: T) -> T {
-    if a.is_nan_value() {
-        a
-    } else if b.is_nan_value() || b < a {
+    if a.is_nan_value() || b.is_nan_value() {
+        nan_pick(a, b)
+    } else if b < a || (a == b && b.sign_bit()) {
         b
     } else {
         a
     }
 }
 
-/// NaN-propagating maximum, ties keep `a`.
+/// NaN-propagating maximum, order-free: `0.0` is above `-0.0` (NaNs as in [`min2`]).
 pub(crate) fn max2<T: Element>(a: T, b: T) -> T {
-    if a.is_nan_value() {
-        a
-    } else if b.is_nan_value() || a < b {
+    if a.is_nan_value() || b.is_nan_value() {
+        nan_pick(a, b)
+    } else if a < b || (a == b && a.sign_bit()) {
         b
     } else {
         a

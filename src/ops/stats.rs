@@ -24,6 +24,7 @@ impl<T: Widen> Operator<T> for Mean {
     type Acc = T::Wide;
     type Out = f64;
     const COMMUTATIVE: bool = true;
+    const ORDER_FREE: bool = !T::IS_FLOAT;
     const EMPTY_IS_ERROR: bool = true;
     const NAME: &'static str = "Mean";
     fn identity(&self) -> T::Wide {

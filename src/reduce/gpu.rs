@@ -40,6 +40,7 @@ pub fn kernel_source(
             ("CF_VEC", shape.vec.to_string()),
             ("CF_VECTOR", (vector_loads as u32).to_string()),
             ("CF_FINAL_K", shape.final_loads.to_string()),
+            ("CF_ORDER_FREE", (shape.order_free as u32).to_string()),
             ("CF_OP_BYTES", param_bytes.to_string()),
         ],
     )
@@ -205,7 +206,10 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
 
 impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     fn new(gpu: Gpu, op: O, block: u32) -> Result<Self> {
-        let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), block)?;
+        let shape = ReduceShape {
+            order_free: O::ORDER_FREE,
+            ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block)?
+        };
         let params = op.params();
         let mut r = Reducer {
             gpu,

@@ -24,6 +24,12 @@ pub struct ReduceShape {
     pub loads: u32,
     /// Loads per thread in the final stage that reduces the per-block partials.
     pub final_loads: u32,
+    /// The schedule inside a block: `false`, the canonical tree tile by tile; `true`, for
+    /// [order-free](crate::ops::Operator::ORDER_FREE) operators only, one accumulator per
+    /// thread over all its loads and one tree at the end (kernels/reduce.cuh `free_run`).
+    /// The same positions are read either way, and an order-free operator gives the same
+    /// bits in both. Reducers set it from the operator.
+    pub order_free: bool,
 }
 
 /// Bytes each thread keeps in flight per tile.
@@ -58,6 +64,7 @@ impl ReduceShape {
             vec: vec as u32,
             loads: loads as u32,
             final_loads: FINAL_LOADS,
+            order_free: false,
         })
     }
 

@@ -1,13 +1,16 @@
-//! The arguments of `#[cufold::op(...)]`: `identity = EXPR`, `commutative`, `empty = error`.
+//! The arguments of `#[cufold::op(...)]`: `identity = EXPR`, `commutative`, `order_free`,
+//! `empty = error`.
 
 use crate::errors::Errors;
 use syn::parse::{Parse, ParseStream};
 use syn::{Expr, Token};
 
-/// The attribute's arguments: `identity = EXPR`, `commutative`, `empty = error`.
+/// The attribute's arguments: `identity = EXPR`, `commutative`, `order_free`, `empty = error`.
 pub(super) struct Args {
     pub(super) identity: Option<Expr>,
     pub(super) commutative: bool,
+    /// Exactly associative and commutative, bit for bit (implies `commutative`).
+    pub(super) order_free: bool,
     pub(super) empty_is_error: bool,
 }
 
@@ -16,6 +19,7 @@ impl Parse for Args {
         let mut args = Args {
             identity: None,
             commutative: false,
+            order_free: false,
             empty_is_error: false,
         };
         let mut errors = Errors::default();
@@ -27,6 +31,10 @@ impl Parse for Args {
                     args.identity = Some(input.parse()?);
                 }
                 "commutative" => args.commutative = true,
+                "order_free" => {
+                    args.order_free = true;
+                    args.commutative = true;
+                }
                 "empty" => {
                     input.parse::<Token![=]>()?;
                     let v: syn::Ident = input.parse()?;
@@ -44,7 +52,7 @@ impl Parse for Args {
                     key.span(),
                     format!(
                         "unknown argument `{other}`: #[cufold::op] takes `identity = EXPR` (the function \
-                         form), `commutative` and `empty = error`"
+                         form), `commutative`, `order_free` and `empty = error`"
                     ),
                 )),
             }

@@ -21,6 +21,7 @@ struct Spec {
     acc_ty: Type,
     out_ty: Type,
     commutative: bool,
+    order_free: bool,
     empty_is_error: bool,
     /// The Rust trait methods' bodies (`combine`: the whole method).
     identity: TokenStream,
@@ -40,6 +41,7 @@ fn operator_impl(s: &Spec) -> TokenStream {
         acc_ty,
         out_ty,
         commutative,
+        order_free,
         empty_is_error,
         identity,
         lift,
@@ -94,6 +96,7 @@ fn operator_impl(s: &Spec) -> TokenStream {
             type Acc = #acc_ty;
             type Out = #out_ty;
             const COMMUTATIVE: bool = #commutative;
+            const ORDER_FREE: bool = #order_free;
             const EMPTY_IS_ERROR: bool = #empty_is_error;
             const NAME: &'static str = #name;
             fn identity(&self) -> #acc_ty { #identity }
@@ -206,6 +209,7 @@ pub(super) fn fn_form(args: &Args, op: FnOp) -> TokenStream {
         acc_ty: ty.clone(),
         out_ty: ty.clone(),
         commutative: args.commutative,
+        order_free: args.order_free,
         empty_is_error: args.empty_is_error,
         identity: quote!(#identity),
         lift: quote!(x),
@@ -267,6 +271,7 @@ pub(super) fn impl_form(args: &Args, op: ImplOp) -> TokenStream {
         acc_ty: acc.clone(),
         out_ty,
         commutative: args.commutative,
+        order_free: args.order_free,
         empty_is_error: args.empty_is_error,
         identity: call(identity, quote!()),
         lift: match (lift, lift_params.as_ref().map(Vec::len)) {
