@@ -8,7 +8,7 @@
 use crate::errors::Errors;
 use crate::names::check_device_type;
 use crate::op::ast::params;
-use crate::op::valid::{arity_span, check_signature, check_u64, ret_type};
+use crate::op::valid::{arity_span, check_signature, check_u64, impl_struct_name, ret_type};
 use crate::params::takes_self;
 use crate::translate::{Body, Param, Translator};
 use proc_macro2::{Span, TokenStream};
@@ -71,24 +71,11 @@ fn check<'a>(imp: &'a ItemImpl, errors: &mut Errors) -> Option<Map<'a>> {
         errors.at(&imp.generics, "maps cannot be generic: write one per type");
     }
     let self_ty = &*imp.self_ty;
-    let name = match self_ty {
-        Type::Path(p)
-            if p.qself.is_none()
-                && p.path
-                    .segments
-                    .last()
-                    .is_some_and(|s| s.arguments.is_empty()) =>
-        {
-            p.path.segments.last().unwrap().ident.to_string()
-        }
-        other => {
-            errors.at(
-                other,
-                "#[cufold::transform] goes on the impl block of a struct, such as `impl Shift`",
-            );
-            String::new()
-        }
-    };
+    let name = impl_struct_name(
+        imp,
+        "#[cufold::transform] goes on the impl block of a struct, such as `impl Shift`",
+        errors,
+    );
     let apply = imp.items.iter().find_map(|item| match item {
         ImplItem::Fn(f) if f.sig.ident == "apply" => Some(f),
         _ => None,

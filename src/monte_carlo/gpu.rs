@@ -19,15 +19,15 @@ const VEC: u32 = 16;
 /// kernel reads no memory, so nothing ties the load length to coalescing; on an H100 this
 /// shape drew 1.44x the samples per second of four-sample loads for a mean of U(0,1) and
 /// 1.7x for MeanVar (BENCHMARKS.md), the same bits as every shape.
-/// (`order_free`: always false today, so the kernel's source does not depend on the operator's
-/// claim; drawing dominates the time, not the tree.)
-fn shape(order_free: bool) -> ReduceShape {
+/// The canonical schedule for every operator (`order_free: false`), so the kernel's source
+/// does not depend on the operator's claim: drawing dominates the time, not the tree.
+fn shape() -> ReduceShape {
     ReduceShape {
         block: 256,
         vec: VEC,
         loads: 2,
         final_loads: 8,
-        order_free,
+        order_free: false,
     }
 }
 
@@ -44,7 +44,7 @@ fn shape(order_free: bool) -> ReduceShape {
 /// assert!(src.contains("#include \"cufold/monte_carlo.cuh\"") && src.contains("#define CF_DRAW 0"));
 /// ```
 pub fn kernel_source(op: &CudaOp, param_bytes: usize, draws: super::Draws) -> String {
-    let s = shape(false);
+    let s = shape();
     jit::kernel_source(
         "monte_carlo",
         op,
@@ -127,7 +127,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
         let function = gpu.kernel(
             "cf_monte_carlo",
             &cuda,
-            &(shape(false), draws, param_bytes),
+            &(shape(), draws, param_bytes),
             || kernel_source(&cuda, param_bytes, draws),
         )?;
         Ok(Integrator {
@@ -203,7 +203,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn plan(&self, n: u64) -> Result<ReducePlan> {
-        plan(n, &shape(false), &self.gpu.inner.props)
+        plan(n, &shape(), &self.gpu.inner.props)
     }
 
     /// Draws `n` samples, maps and reduces them, and returns the result on the host (waits
@@ -259,7 +259,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
                 self.mc.get_seed(),
                 n,
                 &plan,
-                shape(false).block,
+                shape().block,
                 out_ptr,
                 &self.params,
                 "launching the Monte Carlo kernel",

@@ -202,24 +202,11 @@ pub(super) fn impl_form<'a>(
         );
     }
     let self_ty = &imp.self_ty;
-    let name = match &**self_ty {
-        Type::Path(p)
-            if p.qself.is_none()
-                && p.path
-                    .segments
-                    .last()
-                    .is_some_and(|s| s.arguments.is_empty()) =>
-        {
-            p.path.segments.last().unwrap().ident.to_string()
-        }
-        other => {
-            errors.at(
-                other,
-                "#[cufold::op] goes on the impl block of a struct, such as `impl LogSumExp`",
-            );
-            String::new()
-        }
-    };
+    let name = impl_struct_name(
+        imp,
+        "#[cufold::op] goes on the impl block of a struct, such as `impl LogSumExp`",
+        errors,
+    );
     for f in &fns.all {
         check_signature(&f.sig, true, "operator", errors);
     }
@@ -354,4 +341,25 @@ pub(super) fn impl_form<'a>(
         acc,
         out_ty,
     })
+}
+
+/// The name of the struct an impl block is on (`impl LogSumExp` -> "LogSumExp"), or an error
+/// (`not_a_struct`) at the type and an empty name: the impl forms of `#[cufold::op]` and
+/// `#[cufold::transform]` both need it.
+pub(crate) fn impl_struct_name(imp: &ItemImpl, not_a_struct: &str, errors: &mut Errors) -> String {
+    match &*imp.self_ty {
+        Type::Path(p)
+            if p.qself.is_none()
+                && p.path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.arguments.is_empty()) =>
+        {
+            p.path.segments.last().unwrap().ident.to_string()
+        }
+        other => {
+            errors.at(other, not_a_struct);
+            String::new()
+        }
+    }
 }
