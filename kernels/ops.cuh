@@ -24,20 +24,28 @@ template <class Op, int N> __device__ __forceinline__ Op make_op(const OpBytes<N
     }
 }
 
-// NaN-propagating min / max, order-free (src/ops/mod.rs): of two NaNs the one with the larger
-// bits wins, a NaN beats a number, numbers compare by value with -0 below +0. The result has
-// the same bits for either order of the arguments.
-template <class T> __device__ __forceinline__ T nan_pick(T a, T b) {
-    const bool an = nan_bits(a), bn = nan_bits(b);
-    return an && (!bn || raw_bits(a) >= raw_bits(b)) ? a : b;
-}
+// NaN-propagating min / max, order-free (src/ops/mod.rs): the lesser (greater) under Min's
+// (Max's) total order of the bit patterns, cf::ext_key. Equal keys mean equal bits.
 template <class T> __device__ __forceinline__ T min2(T a, T b) {
-    if (nan_bits(a) || nan_bits(b)) return nan_pick(a, b);
-    return order_key<T>::of(b) < order_key<T>::of(a) ? b : a;
+    return ext_key<T>::min_key(b) < ext_key<T>::min_key(a) ? b : a;
 }
 template <class T> __device__ __forceinline__ T max2(T a, T b) {
-    if (nan_bits(a) || nan_bits(b)) return nan_pick(a, b);
-    return order_key<T>::of(a) < order_key<T>::of(b) ? b : a;
+    return ext_key<T>::max_key(a) < ext_key<T>::max_key(b) ? b : a;
+}
+
+// The arg- operators' rank of a value: Max's (Min's) key with -0 ranked as +0 and every NaN
+// given one key above (below) every number, so that ties of any kind go to the lowest index.
+template <class T, bool MAX> __device__ __forceinline__ typename ext_key<T>::K arg_key(T x) {
+    typedef ext_key<T> E;
+    if constexpr (!E::FLOAT) {
+        return x;
+    } else if constexpr (MAX) {
+        const typename E::K k = E::max_key(E::merge_zeros(x)), nan = E::max_key(limits<T>::highest()) + 1;
+        return k < nan ? k : nan;
+    } else {
+        const typename E::K k = E::min_key(E::merge_zeros(x)), nan = E::min_key(limits<T>::lowest()) - 1;
+        return k > nan ? k : nan;
+    }
 }
 
 template <class T> struct Sum {
@@ -92,13 +100,8 @@ template <class T, bool MAX> struct ArgExt {
     }
     __device__ Acc lift(In x, u64 i) const { Acc r; r.value = x; r.index = i; return r; }
     __device__ Acc combine(Acc a, Acc b) const {
-        bool an = is_nan(a.value), bn = is_nan(b.value);
-        if (an || bn) {
-            if (an && bn) return b.index < a.index ? b : a;
-            return an ? a : b;
-        }
-        if (MAX ? lt(a.value, b.value) : lt(b.value, a.value)) return b;
-        if (MAX ? lt(b.value, a.value) : lt(a.value, b.value)) return a;
+        const auto ka = arg_key<T, MAX>(a.value), kb = arg_key<T, MAX>(b.value);
+        if (ka != kb) return (MAX ? ka < kb : kb < ka) ? b : a;
         return b.index < a.index ? b : a;
     }
     __device__ Out finish(Acc a, u64) const { return a; }
@@ -132,11 +135,21 @@ template <class T> struct MeanVar {
     // non-empty, equal counts, finite difference) is straight-line code with no division,
     // the rest are rare branches and selects, with the same results.
     __device__ Acc combine(Acc a, Acc b) const {
-        Acc r;
-        r.count = a.count + b.count;
         // b's weight: exactly 0.5 for equal counts, where the division is skipped.
         double w = 0.5;
-        if (a.count != b.count) w = b.count / r.count;
+        if (a.count != b.count) w = b.count / (a.count + b.count);
+        Acc r = weighted(a, b, w);
+        if (a.count == 0.0) r = b;
+        if (b.count == 0.0) r = a;
+        return r;
+    }
+    // combine for two non-empty nodes of equal count, as inside a tile that lies wholly in
+    // the input (reduce.cuh, cf::full_op): the same bits, without the division and the
+    // empty-side checks.
+    __device__ Acc combine_full(Acc a, Acc b) const { return weighted(a, b, 0.5); }
+    __device__ __forceinline__ Acc weighted(Acc a, Acc b, double w) const {
+        Acc r;
+        r.count = a.count + b.count;
         const double d = b.mean - a.mean;
         r.mean = a.mean + d * w;
         r.m2 = a.m2 + b.m2 + d * d * (a.count * w);
@@ -145,8 +158,6 @@ template <class T> struct MeanVar {
             r.mean = a.mean * (1.0 - w) + b.mean * w;
             if (!isfinite(a.mean) || !isfinite(b.mean)) r.m2 = __longlong_as_double(0x7ff8000000000000ll);
         }
-        if (a.count == 0.0) r = b;
-        if (b.count == 0.0) r = a;
         return r;
     }
     __device__ Out finish(Acc a, u64) const { return a; }
@@ -207,5 +218,114 @@ template <class F, class O> struct Mapped {
     __device__ Acc combine(Acc a, Acc b) const { return o.combine(a, b); }
     __device__ Out finish(Acc a, u64 n) const { return o.finish(a, n); }
 };
+
+// A thread's private run for an order-free operator (cf::free_run in reduce.cuh): the state
+// it keeps while it folds its own elements, in index order, before the block combines the
+// threads' results with the operator. The default keeps the accumulator and combines each
+// lifted element; Min, Max, MinMax, ArgMin and ArgMax keep keys (cf::ext_key), one integer
+// comparison per element instead of a combine that re-derives both operands' keys. Every
+// specialisation returns the accumulator the operator's combines would have produced.
+//
+// add(op, s, x, i) folds element x at index i; add_all(op, s, v, p) folds v[0..VEC) at
+// indices p.. (a whole in-range vector load), by default one add at a time.
+template <class Op> struct Run {
+    typedef typename Op::Acc State;
+    static __device__ __forceinline__ State start(const Op& op) { return op.identity(); }
+    static __device__ __forceinline__ void add(const Op& op, State& s, typename Op::In x, u64 i) {
+        s = op.combine(s, op.lift(x, i));
+    }
+    template <int VEC>
+    static __device__ __forceinline__ void add_all(const Op& op, State& s, const typename Op::In (&v)[VEC], u64 p) {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) add(op, s, v[i], p + i);
+    }
+    static __device__ __forceinline__ typename Op::Acc end(const Op&, State s) { return s; }
+};
+// add_all as a loop of add, for the specialisations below that need nothing better.
+template <class R> struct EachAdd {
+    template <int VEC, class Op, class State, class In>
+    static __device__ __forceinline__ void add_all(const Op& op, State& s, const In (&v)[VEC], u64 p) {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) R::add(op, s, v[i], p + i);
+    }
+};
+template <class T> struct Run<Max<T>> : EachAdd<Run<Max<T>>> {
+    typedef ext_key<T> E;
+    typedef typename E::K State;
+    static __device__ __forceinline__ State start(const Max<T>&) { return E::max_key(limits<T>::lowest()); }
+    static __device__ __forceinline__ void add(const Max<T>&, State& s, T x, u64) {
+        const State k = E::max_key(x);
+        s = s < k ? k : s;
+    }
+    static __device__ __forceinline__ T end(const Max<T>&, State s) { return E::from_max_key(s); }
+};
+template <class T> struct Run<Min<T>> : EachAdd<Run<Min<T>>> {
+    typedef ext_key<T> E;
+    typedef typename E::K State;
+    static __device__ __forceinline__ State start(const Min<T>&) { return E::min_key(limits<T>::highest()); }
+    static __device__ __forceinline__ void add(const Min<T>&, State& s, T x, u64) {
+        const State k = E::min_key(x);
+        s = k < s ? k : s;
+    }
+    static __device__ __forceinline__ T end(const Min<T>&, State s) { return E::from_min_key(s); }
+};
+template <class T> struct Run<MinMax<T>> : EachAdd<Run<MinMax<T>>> {
+    typedef ext_key<T> E;
+    struct State { typename E::K lo, hi; };
+    static __device__ __forceinline__ State start(const MinMax<T>&) {
+        return State{E::min_key(limits<T>::highest()), E::max_key(limits<T>::lowest())};
+    }
+    static __device__ __forceinline__ void add(const MinMax<T>&, State& s, T x, u64) {
+        const typename E::K lo = E::min_key(x), hi = E::max_key(x);
+        s.lo = lo < s.lo ? lo : s.lo;
+        s.hi = s.hi < hi ? hi : s.hi;
+    }
+    static __device__ __forceinline__ MinMaxV<T> end(const MinMax<T>&, State s) {
+        MinMaxV<T> r; r.min = E::from_min_key(s.lo); r.max = E::from_max_key(s.hi); return r;
+    }
+};
+// Elements arrive in increasing index order, so a later element replaces the best only when
+// its rank is strictly better; the first one always replaces the identity (index ~0). A whole
+// vector load is ranked first (one comparison per element) and searched for the position of
+// its best only when that beats the run's best, which after the first few loads is rare.
+template <class T, bool MAX> struct ArgRun {
+    typedef ArgExt<T, MAX> Op;
+    typedef typename ext_key<T>::K K;
+    struct State { K best; T value; u64 index; };
+    static __device__ __forceinline__ bool better(K a, K b) { return MAX ? b < a : a < b; }
+    static __device__ __forceinline__ State start(const Op& op) {
+        const Indexed<T> id = op.identity();
+        return State{arg_key<T, MAX>(id.value), id.value, id.index};
+    }
+    static __device__ __forceinline__ void add(const Op&, State& s, T x, u64 i) {
+        const K k = arg_key<T, MAX>(x);
+        if (s.index == ~0ull || better(k, s.best)) {
+            s.best = k; s.value = x; s.index = i;
+        }
+    }
+    template <int VEC> static __device__ __forceinline__ void add_all(const Op&, State& s, const T (&v)[VEC], u64 p) {
+        K r[VEC];
+        K top = r[0] = arg_key<T, MAX>(v[0]);
+#pragma unroll
+        for (int i = 1; i < VEC; ++i) {
+            r[i] = arg_key<T, MAX>(v[i]);
+            top = better(r[i], top) ? r[i] : top;
+        }
+        if (s.index == ~0ull || better(top, s.best)) {
+            // The first position holding the vector's best.
+            T value = v[VEC - 1];
+            int at = VEC - 1;
+#pragma unroll
+            for (int i = VEC - 2; i >= 0; --i)
+                if (r[i] == top) { value = v[i]; at = i; }
+            s.best = top; s.value = value; s.index = p + at;
+        }
+    }
+    static __device__ __forceinline__ Indexed<T> end(const Op&, State s) {
+        Indexed<T> r; r.value = s.value; r.index = s.index; return r;
+    }
+};
+template <class T> struct Run<ArgMax<T>> : ArgRun<T, true> {};
+template <class T> struct Run<ArgMin<T>> : ArgRun<T, false> {};
 
 }  // namespace cf

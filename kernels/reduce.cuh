@@ -45,6 +45,18 @@ template <class Op, int VEC, bool VECTOR> struct InputLoader {
             for (int i = 0; i < VEC; ++i) items[i] = (p + i < n) ? op.lift(x[p + i], p + i) : op.identity();
         }
     }
+    // The VEC raw inputs at p, unlifted (for cf::free_run, which lifts one at a time): one
+    // 16-byte load when VECTOR and all VEC are in range; positions past n are left alone.
+    __device__ __forceinline__ void fetch(u64 p, In (&v)[VEC]) const {
+        if (VECTOR && p + VEC <= n) {
+            uint4 raw = __ldg(reinterpret_cast<const uint4*>(x + p));
+            memcpy(v, &raw, sizeof(raw));
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i)
+                if (p + i < n) v[i] = x[p + i];
+        }
+    }
 };
 
 // Reads accumulators (the per-block partials); identity past n.
@@ -84,32 +96,61 @@ __device__ __forceinline__ typename Op::Acc tile_reduce(const Op& op, const Load
     return block_reduce_warps<BLOCK>(op, v[0], smem, spans(WARP_SPAN));
 }
 
+// An operator's combine for two non-empty nodes of equal count, which is every combine inside
+// a tile that lies wholly in the input (the canonical tree is balanced there): an operator
+// may define `combine_full` for that case, with combine's bits and less work (MeanVar: no
+// division, no empty-side checks). full_op<Op>::type is then Op with combine_full as its
+// combine, else Op itself.
+template <class Op> struct FullCombine : Op {
+    __device__ __forceinline__ typename Op::Acc combine(typename Op::Acc a, typename Op::Acc b) const {
+        return Op::combine_full(a, b);
+    }
+};
+template <class T> struct void_type { typedef void type; };
+template <class Op, class = void> struct full_op {
+    typedef Op type;
+    static constexpr bool HAS = false;
+};
+template <class Op> struct full_op<Op, typename void_type<decltype(&Op::combine_full)>::type> {
+    typedef FullCombine<Op> type;
+    static constexpr bool HAS = true;
+};
+
 // An order-free operator's run over a block's tiles (Operator::ORDER_FREE: exactly associative
-// and commutative, bit for bit): each thread combines everything it loads into one
-// accumulator, in load order, starting from the identity, and the block reduces the
-// per-thread results once at the end. It reads the same positions as the canonical path
-// (the same coalesced loads) but spends one combine per element and no per-tile warp or block
-// stage; the bits are the canonical tree's because every order gives them. Thread 0 gets the
-// block's result.
+// and commutative, bit for bit): each thread folds everything it loads into its private run
+// state (cf::Run in ops.cuh), in index order, and the block reduces the per-thread results
+// once at the end. It reads the same positions as the canonical path (the same coalesced
+// loads, all K issued before any is used) but keeps the raw inputs, not K * VEC lifted
+// accumulators, in registers and spends one cheap step per element and no per-tile warp or
+// block stage; the bits are the canonical tree's because every order gives them. Thread 0
+// gets the block's result.
 template <class Op, int BLOCK, int K, int VEC, class Loader>
 __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader& ld, u64 first, u64 tiles, u64 n,
                                                      typename Op::Acc* smem) {
-    typedef typename Op::Acc Acc;
+    typedef Run<Op> R;
     constexpr u64 SEG = 32ull * VEC;
     constexpr u64 TILE = (u64)BLOCK * K * VEC;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    Acc acc = op.identity();
+    typename R::State st = R::start(op);
     for (u64 j = 0; j < tiles; ++j) {
-        const u64 wbase = first + j * TILE + (u64)warp * SEG * K;
-        if (first + j * TILE >= n) break;
-        Acc items[K][VEC];
+        const u64 tbase = first + j * TILE;
+        if (tbase >= n) break;
+        const u64 wbase = tbase + (u64)warp * SEG * K + (u64)lane * VEC;
+        typename Op::In v[K][VEC];
 #pragma unroll
-        for (int k = 0; k < K; ++k) ld.load(op, wbase + k * SEG + (u64)lane * VEC, items[k]);
+        for (int k = 0; k < K; ++k) ld.fetch(wbase + k * SEG, v[k]);
+        if (tbase + TILE <= n) {
 #pragma unroll
-        for (int k = 0; k < K; ++k)
+            for (int k = 0; k < K; ++k) R::template add_all<VEC>(op, st, v[k], wbase + k * SEG);
+        } else {
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) acc = op.combine(acc, items[k][i]);
+            for (int k = 0; k < K; ++k)
+#pragma unroll
+                for (int i = 0; i < VEC; ++i)
+                    if (wbase + k * SEG + i < n) R::add(op, st, v[k][i], wbase + k * SEG + i);
+        }
     }
+    typename Op::Acc acc = R::end(op, st);
     acc = warp_reduce(op, acc);
     return block_reduce_warps<BLOCK>(op, acc, smem);
 }
@@ -139,7 +180,17 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
     } else {
         for (u64 j = 0; j < tiles_per_block; ++j) {
             const u64 base = first + j * TILE;
-            Acc t = base < n ? tile_reduce<Op, BLOCK, K, VEC>(op, ld, base, limit, smem[j & 1]) : op.identity();
+            Acc t = op.identity();
+            bool done = base >= n;
+            if constexpr (full_op<Op>::HAS) {
+                if (!done && base + TILE <= n) {
+                    typename full_op<Op>::type full;
+                    static_cast<Op&>(full) = op;
+                    t = tile_reduce<typename full_op<Op>::type, BLOCK, K, VEC>(full, ld, base, limit, smem[j & 1]);
+                    done = true;
+                }
+            }
+            if (!done) t = tile_reduce<Op, BLOCK, K, VEC>(op, ld, base, limit, smem[j & 1]);
             if (threadIdx.x == 0) {
                 // Binary counter: tile j closes every complete aligned group it ends.
                 int level = 0;

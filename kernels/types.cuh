@@ -49,8 +49,13 @@ template <> __device__ __forceinline__ bf16 down<bf16>(float v) {
         r.bits = (unsigned short)((u >> 16) | 0x0040u);
         return r;
     }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // The hardware conversion rounds to nearest even, as the integer recipe below does.
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(v));
+#else
     u += 0x7fffu + ((u >> 16) & 1u);
     r.bits = (unsigned short)(u >> 16);
+#endif
     return r;
 }
 
@@ -71,57 +76,61 @@ template <> struct arith<i64> {
 template <class T> __device__ __forceinline__ bool is_nan(T x) { return up(x) != up(x); }
 template <class T> __device__ __forceinline__ bool lt(T a, T b) { return up(a) < up(b); }
 
-// The order-free total order of Min and Max on values that are not NaN (ops.cuh): numbers by
-// value and -0 below +0. For floats it is the integer order of a key made from the bits
-// (sign and magnitude to two's complement), with no conversion for f16 and bf16; integers
-// are their own keys.
-template <class T> struct order_key {
-    typedef T type;
-    static __device__ __forceinline__ T of(T x) { return x; }
+// The total orders of Max and Min (src/element.rs, float_keys): each maps every bit pattern
+// to a distinct unsigned key. `u` is the classic sort key (sign bit set for positives, every
+// bit flipped for negatives): numbers in order with -0 below +0, positive NaNs above +inf,
+// negative NaNs below -inf. Max's key is u - C and Min's u + C (mod 2^bits, C = 2^mantissa
+// - 1), which moves the negative NaNs above everything for Max and the positive NaNs below
+// everything for Min: then max and min are one unsigned comparison, order-free, with NaN
+// propagating. f16 and bf16 keys live in the top half of 32 bits (the low half is constant
+// for a given sign), so their arithmetic needs no masking. Integers are their own keys.
+template <class T> struct ext_key {
+    typedef T K;
+    static constexpr bool FLOAT = false;
+    static __device__ __forceinline__ K max_key(T x) { return x; }
+    static __device__ __forceinline__ K min_key(T x) { return x; }
+    static __device__ __forceinline__ T from_max_key(K k) { return k; }
+    static __device__ __forceinline__ T from_min_key(K k) { return k; }
+    // The element with the arg- operators' ties merged: -0 as +0 (none for integers).
+    static __device__ __forceinline__ T merge_zeros(T x) { return x; }
 };
-template <> struct order_key<float> {
-    typedef int type;
-    static __device__ __forceinline__ int of(float x) {
-        const int k = __float_as_int(x);
-        return k ^ ((k >> 31) & 0x7fffffff);
+// U: the key type; BITS: the pattern as U, top-aligned; C: 2^mantissa - 1, top-aligned.
+template <class T, class U, class B, U C> struct float_ext_key {
+    typedef U K;
+    static constexpr bool FLOAT = true;
+    static constexpr U TOP = (U)1 << (8 * sizeof(U) - 1);
+    static __device__ __forceinline__ U u_of(T x) {
+        const U b = B::to(x);
+        // Arithmetic shift: all ones for negatives.
+        const U neg = (U)((typename B::S)b >> (8 * sizeof(U) - 1));
+        return b ^ (neg | TOP);
     }
+    static __device__ __forceinline__ T of_u(U u) { return B::from((u & TOP) ? (u ^ TOP) : ~u); }
+    static __device__ __forceinline__ K max_key(T x) { return u_of(x) - C; }
+    static __device__ __forceinline__ K min_key(T x) { return u_of(x) + C; }
+    static __device__ __forceinline__ T from_max_key(K k) { return of_u(k + C); }
+    static __device__ __forceinline__ T from_min_key(K k) { return of_u(k - C); }
+    static __device__ __forceinline__ T merge_zeros(T x) { return B::to(x) == TOP ? B::from(0) : x; }
 };
-template <> struct order_key<double> {
-    typedef i64 type;
-    static __device__ __forceinline__ i64 of(double x) {
-        const i64 k = __double_as_longlong(x);
-        return k ^ ((k >> 63) & 0x7fffffffffffffffll);
-    }
+struct f32_bits {
+    typedef int S;
+    static __device__ __forceinline__ unsigned to(float x) { return __float_as_uint(x); }
+    static __device__ __forceinline__ float from(unsigned b) { return __uint_as_float(b); }
 };
-template <> struct order_key<f16> {
-    typedef int type;
-    static __device__ __forceinline__ int of(f16 x) {
-        const int k = (short)x.bits;
-        return k ^ ((k >> 15) & 0x7fff);
-    }
+struct f64_bits {
+    typedef i64 S;
+    static __device__ __forceinline__ u64 to(double x) { return (u64)__double_as_longlong(x); }
+    static __device__ __forceinline__ double from(u64 b) { return __longlong_as_double((i64)b); }
 };
-template <> struct order_key<bf16> {
-    typedef int type;
-    static __device__ __forceinline__ int of(bf16 x) {
-        const int k = (short)x.bits;
-        return k ^ ((k >> 15) & 0x7fff);
-    }
+template <class H> struct half_bits {
+    typedef int S;
+    static __device__ __forceinline__ unsigned to(H x) { return (unsigned)x.bits << 16; }
+    static __device__ __forceinline__ H from(unsigned b) { H h; h.bits = (unsigned short)(b >> 16); return h; }
 };
-
-// NaN tests and bit patterns without conversions: a float is NaN when its magnitude bits are
-// above infinity's.
-__device__ __forceinline__ bool nan_bits(float x) { return (__float_as_uint(x) & 0x7fffffffu) > 0x7f800000u; }
-__device__ __forceinline__ bool nan_bits(double x) {
-    return ((u64)__double_as_longlong(x) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
-}
-__device__ __forceinline__ bool nan_bits(f16 x) { return (x.bits & 0x7fffu) > 0x7c00u; }
-__device__ __forceinline__ bool nan_bits(bf16 x) { return (x.bits & 0x7fffu) > 0x7f80u; }
-template <class T> __device__ __forceinline__ bool nan_bits(T) { return false; }
-__device__ __forceinline__ unsigned raw_bits(float x) { return __float_as_uint(x); }
-__device__ __forceinline__ u64 raw_bits(double x) { return (u64)__double_as_longlong(x); }
-__device__ __forceinline__ unsigned raw_bits(f16 x) { return x.bits; }
-__device__ __forceinline__ unsigned raw_bits(bf16 x) { return x.bits; }
-template <class T> __device__ __forceinline__ T raw_bits(T x) { return x; }
+template <> struct ext_key<float> : float_ext_key<float, unsigned, f32_bits, 0x007fffffu> {};
+template <> struct ext_key<double> : float_ext_key<double, u64, f64_bits, 0x000fffffffffffffull> {};
+template <> struct ext_key<f16> : float_ext_key<f16, unsigned, half_bits<f16>, 0x03ffu << 16> {};
+template <> struct ext_key<bf16> : float_ext_key<bf16, unsigned, half_bits<bf16>, 0x007fu << 16> {};
 
 // Extremes: -inf / +inf for floats, MIN / MAX for integers.
 template <class T> struct limits;

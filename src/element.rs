@@ -111,16 +111,15 @@ pub trait Element: DeviceValue + PartialOrd + sealed::Sealed {
     fn to_f64(self) -> f64;
     /// The nearest value of this type to `x` (saturating for integers, as `as` does).
     fn from_f64(x: f64) -> Self;
-    /// The value's bit pattern, zero-extended (what breaks ties between NaNs in [`Min`] and
-    /// [`Max`](crate::ops::Max)).
-    ///
-    /// [`Min`]: crate::ops::Min
+    /// This value's rank in the total order [`Max`](crate::ops::Max) maximises: numeric
+    /// order with `-0.0` below `0.0` and every NaN above `+inf` (for integers, the value
+    /// itself). Distinct bit patterns have distinct keys.
     #[doc(hidden)]
-    fn bits(self) -> u64;
-    /// Whether the sign bit is set (`-0.0` and negative values; always false for unsigned
-    /// integers).
+    fn max_key(self) -> u64;
+    /// This value's rank in the total order [`Min`](crate::ops::Min) minimises: numeric
+    /// order with `-0.0` below `0.0` and every NaN below `-inf`.
     #[doc(hidden)]
-    fn sign_bit(self) -> bool;
+    fn min_key(self) -> u64;
 }
 
 /// An element with a wider accumulator type, for [`WideSum`](crate::ops::WideSum) and
@@ -205,12 +204,17 @@ macro_rules! int_element {
             fn from_f64(x: f64) -> Self {
                 x as $t
             }
-            fn bits(self) -> u64 {
-                self as u64 & (u64::MAX >> (64 - 8 * std::mem::size_of::<$t>()))
-            }
             #[allow(unused_comparisons)]
-            fn sign_bit(self) -> bool {
-                self < 0
+            fn max_key(self) -> u64 {
+                // Signed values shift by 2^63 so that unsigned order is numeric order.
+                if <$t>::MIN < 0 {
+                    (self as i64 as u64) ^ (1 << 63)
+                } else {
+                    self as u64
+                }
+            }
+            fn min_key(self) -> u64 {
+                self.max_key()
             }
         }
         impl Widen for $t {
@@ -227,6 +231,24 @@ int_element!(i64, "long long", i64);
 int_element!(u32, "unsigned int", u64);
 int_element!(u64, "unsigned long long", u64);
 int_element!(u8, "unsigned char", u64);
+
+/// The keys of [`Element::max_key`] and [`Element::min_key`] for a float of `width` bits
+/// with `mantissa` stored mantissa bits, as kernels/types.cuh computes them: `u` is the
+/// classic sort key (sign bit set for positives, all bits flipped for negatives), in which
+/// numbers are in order with -0 below +0, positive NaNs above +inf and negative NaNs below
+/// -inf; subtracting `C = 2^mantissa - 1` (mod 2^width) moves the negative NaNs to the top,
+/// for Max, and adding it moves the positive NaNs to the bottom, for Min.
+fn float_keys(bits: u64, width: u32, mantissa: u32) -> (u64, u64) {
+    let mask = u64::MAX >> (64 - width);
+    let top = 1u64 << (width - 1);
+    let u = if bits & top != 0 {
+        !bits & mask
+    } else {
+        bits | top
+    };
+    let c = (1u64 << mantissa) - 1;
+    (u.wrapping_sub(c) & mask, u.wrapping_add(c) & mask)
+}
 
 macro_rules! float_element {
     ($t:ty, $cuda:expr, $wide:ty) => {
@@ -268,11 +290,21 @@ macro_rules! float_element {
             fn from_f64(x: f64) -> Self {
                 x as $t
             }
-            fn bits(self) -> u64 {
-                self.to_bits() as u64
+            fn max_key(self) -> u64 {
+                float_keys(
+                    self.to_bits() as u64,
+                    8 * std::mem::size_of::<Self>() as u32,
+                    <$t>::MANTISSA_DIGITS - 1,
+                )
+                .0
             }
-            fn sign_bit(self) -> bool {
-                self.is_sign_negative()
+            fn min_key(self) -> u64 {
+                float_keys(
+                    self.to_bits() as u64,
+                    8 * std::mem::size_of::<Self>() as u32,
+                    <$t>::MANTISSA_DIGITS - 1,
+                )
+                .1
             }
         }
         impl Widen for $t {
@@ -328,11 +360,21 @@ macro_rules! half_element {
             fn from_f64(x: f64) -> Self {
                 $t::from_f64(x)
             }
-            fn bits(self) -> u64 {
-                self.to_bits() as u64
+            fn max_key(self) -> u64 {
+                float_keys(
+                    self.to_bits() as u64,
+                    8 * std::mem::size_of::<Self>() as u32,
+                    <$t>::MANTISSA_DIGITS - 1,
+                )
+                .0
             }
-            fn sign_bit(self) -> bool {
-                self.is_sign_negative()
+            fn min_key(self) -> u64 {
+                float_keys(
+                    self.to_bits() as u64,
+                    8 * std::mem::size_of::<Self>() as u32,
+                    <$t>::MANTISSA_DIGITS - 1,
+                )
+                .1
             }
         }
         impl Widen for $t {

@@ -692,10 +692,23 @@ fn min_and_max_order_signed_zeros_and_nans_the_same_way_in_every_order() {
             "equal values: lowest index"
         );
     }
+    // Several NaNs: Max ranks every NaN above +inf, negative ones above positive ones; Min
+    // ranks every NaN below -inf, positive ones below negative ones. Either way the pick
+    // depends on the values, not on their order.
     let (a, b) = (f32::from_bits(0x7fc0_0001), f32::from_bits(0x7fc0_0000));
+    let neg = f32::from_bits(0xffc0_0000);
     for v in [[a, b, 1.0], [1.0, b, a], [b, 1.0, a]] {
         assert_eq!(cpu.reduce(&v, ops::Max).unwrap().to_bits(), a.to_bits());
+        assert_eq!(cpu.reduce(&v, ops::Min).unwrap().to_bits(), b.to_bits());
+    }
+    for v in [[a, neg, f32::INFINITY], [neg, f32::NEG_INFINITY, a]] {
+        assert_eq!(cpu.reduce(&v, ops::Max).unwrap().to_bits(), neg.to_bits());
         assert_eq!(cpu.reduce(&v, ops::Min).unwrap().to_bits(), a.to_bits());
+        let mm = cpu.reduce(&v, ops::MinMax).unwrap();
+        assert_eq!(
+            (mm.min.to_bits(), mm.max.to_bits()),
+            (a.to_bits(), neg.to_bits())
+        );
     }
 }
 

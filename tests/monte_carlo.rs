@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{gpu, seed};
+use common::{compile_only_test_runs, gpu, seed};
 use cufold::monte_carlo::{Draws, MonteCarlo};
 use cufold::ops::{Identity, Sum};
 use cufold::{Cpu, ErrorKind};
@@ -151,6 +151,9 @@ fn new_seeds_reuse_the_kernel() {
 #[test]
 #[ignore = "needs NVRTC (part of the CUDA toolkit)"]
 fn monte_carlo_kernels_compile_for_hopper() {
+    if !compile_only_test_runs("monte_carlo_kernels_compile_for_hopper") {
+        return;
+    }
     use cufold::monte_carlo::compile_kernel;
     use cufold::ops::Operator;
     for draws in [Draws::Uniform, Draws::Normal] {

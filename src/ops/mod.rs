@@ -26,13 +26,18 @@
 //!
 //! **NaN and signed zeros.** [`Min`], [`Max`], [`MinMax`], [`ArgMin`] and [`ArgMax`]
 //! propagate NaN as NumPy and PyTorch do: if any input is NaN the result is NaN (for the
-//! arg- operators, the index of the first NaN; for `Min` and `Max` over several NaNs, the
-//! NaN with the largest bit pattern). `Min` and `Max` order `-0.0` below `0.0`, as IEEE
-//! 754-2019's `minimum` and `maximum` do: `Max` of `[-0.0, 0.0]` and of `[0.0, -0.0]` is
+//! arg- operators, the index of the first NaN). `Min` and `Max` order `-0.0` below `0.0`, as
+//! IEEE 754-2019's `minimum` and `maximum` do: `Max` of `[-0.0, 0.0]` and of `[0.0, -0.0]` is
 //! `0.0`, `Min` of either is `-0.0` (NumPy and PyTorch return whichever zero comes second,
 //! which depends on the order of combination). `ArgMin` and `ArgMax` treat the two zeros as
-//! equal and report the lowest index. These rules make the five operators
-//! [order-free](Operator::ORDER_FREE): every order of combination gives the same bits.
+//! equal and report the lowest index. Over several different NaNs (payloads or signs, rare in
+//! practice) `Max` returns the greatest under a total order of the bit patterns that puts
+//! every NaN above `+inf` (negative NaNs above positive ones) and `Min` the least under one
+//! that puts every NaN below `-inf` (positive NaNs below negative ones): which NaN comes back
+//! depends on the values only. These rules make the five operators
+//! [order-free](Operator::ORDER_FREE): every order of combination gives the same bits, and
+//! the GPU folds each thread's elements through the same keys with one integer comparison
+//! each.
 
 use crate::element::{DeviceValue, Element};
 
@@ -156,31 +161,21 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
 
 /// Of two NaNs, or a NaN and a number: the NaN with the larger bit pattern (a rule that
 /// does not depend on the order of the arguments).
-fn nan_pick<T: Element>(a: T, b: T) -> T {
-    match (a.is_nan_value(), b.is_nan_value()) {
-        (true, true) if b.bits() > a.bits() => b,
-        (true, _) => a,
-        _ => b,
-    }
-}
-
-/// NaN-propagating minimum, order-free: `-0.0` is below `0.0`, and of several NaNs the one
-/// with the larger bit pattern wins, so `min2(a, b)` and `min2(b, a)` have the same bits.
+/// NaN-propagating minimum, order-free: the lesser under [`Element::min_key`]'s total order
+/// (numbers in order, `-0.0` below `0.0`, every NaN below `-inf`), so `min2(a, b)` and
+/// `min2(b, a)` have the same bits.
 pub(crate) fn min2<T: Element>(a: T, b: T) -> T {
-    if a.is_nan_value() || b.is_nan_value() {
-        nan_pick(a, b)
-    } else if b < a || (a == b && b.sign_bit()) {
+    if b.min_key() < a.min_key() {
         b
     } else {
         a
     }
 }
 
-/// NaN-propagating maximum, order-free: `0.0` is above `-0.0` (NaNs as in [`min2`]).
+/// NaN-propagating maximum, order-free: the greater under [`Element::max_key`]'s total order
+/// (numbers in order, `0.0` above `-0.0`, every NaN above `+inf`).
 pub(crate) fn max2<T: Element>(a: T, b: T) -> T {
-    if a.is_nan_value() || b.is_nan_value() {
-        nan_pick(a, b)
-    } else if a < b || (a == b && a.sign_bit()) {
+    if a.max_key() < b.max_key() {
         b
     } else {
         a

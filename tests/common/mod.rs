@@ -24,6 +24,77 @@ pub fn poison<T: DeviceValue>() -> T {
     }
 }
 
+/// The GPU test tier. By default every operator and element type runs at the boundary sizes
+/// (one element, a warp, a block, a tile, many blocks): about a minute on an H100. With
+/// `CUFOLD_TEST_TIER=full` the sweeps add 2^28-element inputs and the tests that need more
+/// than 2^32 elements or a 2^28 scan run too: several minutes.
+pub fn full_tier() -> bool {
+    std::env::var("CUFOLD_TEST_TIER").is_ok_and(|t| t == "full")
+}
+
+/// `sizes`, plus `full_only` in the full tier.
+pub fn tiered(sizes: &[usize], full_only: &[usize]) -> Vec<usize> {
+    let mut v = sizes.to_vec();
+    if full_tier() {
+        v.extend_from_slice(full_only);
+    }
+    v
+}
+
+/// For a test that belongs to the full tier only: true there; in the default tier, false,
+/// with a line on stderr saying the test did not run and how to run it.
+pub fn in_full_tier(test: &str) -> bool {
+    let full = full_tier();
+    if !full {
+        eprintln!("{test}: not run: full tier only (set CUFOLD_TEST_TIER=full)");
+    }
+    full
+}
+
+/// Whether a compile-only test (every kernel of a family built with NVRTC for sm_90, no
+/// GPU needed) runs here: always where no CUDA device can be opened, which is what it is
+/// for, and in the full tier; on a CUDA machine's default tier the GPU tests compile and run
+/// those kernels anyway, so it says so on stderr and stops.
+pub fn compile_only_test_runs(test: &str) -> bool {
+    if full_tier() || Gpu::open(0).is_err() {
+        return true;
+    }
+    eprintln!("{test}: not run: a CUDA device is present and the tier is not full (CUFOLD_TEST_TIER=full)");
+    false
+}
+
+/// A job for [`run_parallel`].
+pub type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs `jobs` on every core (kernel compiles, which take a quarter second each in NVRTC),
+/// then panics with every job's panic message if any panicked.
+pub fn run_parallel(jobs: Vec<Job>) {
+    use std::sync::Mutex;
+    let queue = Mutex::new(jobs.into_iter().map(Some).collect::<Vec<_>>());
+    let failures = Mutex::new(Vec::new());
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let job = match queue.lock().unwrap().pop() {
+                    Some(job) => job.unwrap(),
+                    None => break,
+                };
+                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)) {
+                    let msg = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "a job panicked".into());
+                    failures.lock().unwrap().push(msg);
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// A device copy of `host` on `g`'s stream (an empty buffer for an empty slice).
 pub fn upload<T: DeviceValue>(g: &Gpu, host: &[T]) -> CudaSlice<T> {
     if host.is_empty() {
