@@ -20,7 +20,6 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use cufold::monte_carlo::{MonteCarlo, Sample};
 use cufold::ops::{Identity, Mean, Transform};
 use cufold::{Cpu, Gpu};
-use std::fmt::Write as _;
 
 #[path = "common/mod.rs"]
 mod common;
@@ -237,28 +236,20 @@ fn main() -> Res<()> {
         "{:<8} {:<36} {:>5} {:>10} {:>14} {:>12}",
         "work", "variant", "log2", "ms", "samples/s", "estimate"
     );
-    let mut json = String::from("[\n");
-    for (i, r) in rows.iter().enumerate() {
+    let mut json = Vec::new();
+    for r in &rows {
         let rate = (1u64 << r.log2) as f64 / (r.ms * 1e-3);
         println!(
             "{:<8} {:<36} {:>5} {:>10.4} {:>14.4e} {:>12.9}",
             r.workload, r.variant, r.log2, r.ms, rate, r.estimate
         );
-        let _ = writeln!(
-            json,
-            "  {{\"lib\": \"cufold\", \"workload\": \"{}\", \"variant\": \"{}\", \"log2\": {}, \"ms\": {}, \"samples_per_s\": {}, \"estimate\": {}}}{}",
-            r.workload,
-            r.variant,
-            r.log2,
-            r.ms,
-            rate,
-            r.estimate,
-            if i + 1 < rows.len() { "," } else { "" }
-        );
+        json.push(serde_json::json!({
+            "lib": "cufold", "workload": r.workload, "variant": r.variant, "log2": r.log2,
+            "ms": r.ms, "samples_per_s": rate, "estimate": r.estimate,
+        }));
     }
-    json.push_str("]\n");
     if let Some(p) = &args.json {
-        std::fs::write(p, json)?;
+        std::fs::write(p, serde_json::to_string_pretty(&json)?)?;
     }
     Ok(())
 }

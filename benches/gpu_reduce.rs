@@ -1,24 +1,29 @@
 //! GPU reduction throughput: GB/s of compulsory traffic (N x element size), timed with CUDA
 //! events around each launch (after warm-up; median of the repetitions), the way
-//! `.gpu/peers.py` times PyTorch and CuPy, so the two tables compare like for like.
+//! `scripts/peers.py` times PyTorch and CuPy, so the two tables compare like for like.
 //!
 //! ```text
-//! cargo bench --bench gpu_reduce -- [--ops sum,max,argmax,mean,div2mean] [--dtypes f32,f16,f64,i32]
-//!                                   [--log2 20,24,28] [--block 1024] [--reps 50] [--json OUT.json]
+//! cargo bench --bench gpu_reduce -- [--ops sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar,div2mean]
+//!                                   [--dtypes f32,f64,f16,bf16,i32,i64,u8]
+//!                                   [--log2 20,24,28] [--block 1024] [--reps 50]
+//!                                   [--check-up-to 28] [--json OUT.json]
 //! ```
 //!
-//! Each result is checked once against the CPU backend (the bits must agree) before timing.
-//! Inputs of 2^20 elements fit in the 50 MB L2 of an H100, as they do for the peers.
+//! Each result is checked once against the CPU backend (the bits must agree) before timing,
+//! for N up to 2^`--check-up-to`. Inputs of 2^20 elements fit in the 50 MB L2 of an H100, as
+//! they do for the peers. Every row also carries microseconds per call, the number that
+//! matters for small inputs.
 
 use cudarc::driver::CudaSlice;
-use cufold::ops::{ArgMax, Div2Mean, Max, Mean, Operator, Sum};
+use cufold::ops::*;
 use cufold::reduce::ReduceConfig;
-use cufold::{f16, Cpu, Gpu};
-use std::fmt::Write as _;
+use cufold::{bf16, f16, Cpu, Gpu};
 
 #[path = "common/mod.rs"]
 mod common;
 use common::{generate, median_ms, Data};
+
+const ALL_OPS: &str = "sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar,div2mean";
 
 struct Args {
     ops: Vec<String>,
@@ -26,27 +31,27 @@ struct Args {
     log2: Vec<u32>,
     block: u32,
     reps: usize,
+    check_up_to: u32,
     json: Option<String>,
 }
 
 fn parse() -> Args {
+    let words = |s: &str| s.split(',').map(String::from).collect::<Vec<_>>();
     let mut a = Args {
-        ops: "sum,max,argmax,mean,div2mean"
-            .split(',')
-            .map(String::from)
-            .collect(),
-        dtypes: "f32,f16,f64,i32".split(',').map(String::from).collect(),
+        ops: words(ALL_OPS),
+        dtypes: words("f32,f64,f16,bf16,i32,i64,u8"),
         log2: vec![20, 24, 28],
         block: 1024,
         reps: 50,
+        check_up_to: 28,
         json: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let mut v = || it.next().unwrap_or_else(|| panic!("{k} needs a value"));
         match k.as_str() {
-            "--ops" => a.ops = v().split(',').map(String::from).collect(),
-            "--dtypes" => a.dtypes = v().split(',').map(String::from).collect(),
+            "--ops" => a.ops = words(&v()),
+            "--dtypes" => a.dtypes = words(&v()),
             "--log2" => {
                 a.log2 = v()
                     .split(',')
@@ -55,6 +60,7 @@ fn parse() -> Args {
             }
             "--block" => a.block = v().parse().expect("--block takes an integer"),
             "--reps" => a.reps = v().parse().expect("--reps takes an integer"),
+            "--check-up-to" => a.check_up_to = v().parse().expect("--check-up-to takes an integer"),
             "--json" => a.json = Some(v()),
             "--bench" => {} // passed by `cargo bench`
             other => panic!("unknown argument {other}"),
@@ -63,38 +69,78 @@ fn parse() -> Args {
     a
 }
 
-type Timing = Result<(f64, bool), Box<dyn std::error::Error>>;
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// Times Div2Mean, which exists for f32 and f64 only.
-trait Div2: Data {
-    fn div2(_: &Gpu, _: ReduceConfig, _: &CudaSlice<Self>, _: &[Self], _: usize) -> Option<Timing> {
-        None
+/// (median ms, `Some(bits agreed)` or `None` when not checked)
+type Timing = Res<(f64, Option<bool>)>;
+
+struct Case<'a, T> {
+    gpu: &'a Gpu,
+    config: ReduceConfig,
+    x: &'a CudaSlice<T>,
+    host: &'a [T],
+    reps: usize,
+    check: bool,
+}
+
+impl<T: Data> Case<'_, T> {
+    fn time<O: Operator<T>>(&self, op: O) -> Timing {
+        let r = self.gpu.reducer_with::<T, O>(op, self.config)?;
+        let mut ok = None;
+        if self.check {
+            let got = r.reduce(self.x)?;
+            let want = Cpu::new().reduce(self.host, op)?;
+            let same = format!("{got:?}") == format!("{want:?}");
+            if !same {
+                eprintln!(
+                    "MISMATCH {} over {}: GPU {got:?}, CPU {want:?}",
+                    O::NAME,
+                    T::cuda_name()
+                );
+            }
+            ok = Some(same);
+        }
+        let stream = self.gpu.stream();
+        let mut out = stream.alloc_zeros::<O::Out>(1)?;
+        let ms = median_ms(stream, self.reps, || r.reduce_into(self.x, &mut out))?;
+        Ok((ms, ok))
     }
 }
-impl Div2 for f32 {
-    fn div2(
-        g: &Gpu,
-        c: ReduceConfig,
-        x: &CudaSlice<Self>,
-        h: &[Self],
-        reps: usize,
-    ) -> Option<Timing> {
-        Some(time(g, c, x, h, Div2Mean, reps))
-    }
+
+/// The operators a type has: every built-in, and Div2Mean for f32 and f64.
+trait Ops: Data {
+    fn run(case: &Case<'_, Self>, op: &str) -> Option<Timing>;
 }
-impl Div2 for f64 {
-    fn div2(
-        g: &Gpu,
-        c: ReduceConfig,
-        x: &CudaSlice<Self>,
-        h: &[Self],
-        reps: usize,
-    ) -> Option<Timing> {
-        Some(time(g, c, x, h, Div2Mean, reps))
-    }
+
+macro_rules! ops {
+    ($t:ty $(, $extra:literal => $op:ident)*) => {
+        impl Ops for $t {
+            fn run(c: &Case<'_, Self>, op: &str) -> Option<Timing> {
+                Some(match op {
+                    "sum" => c.time(Sum),
+                    "prod" => c.time(Prod),
+                    "min" => c.time(Min),
+                    "max" => c.time(Max),
+                    "minmax" => c.time(MinMax),
+                    "argmin" => c.time(ArgMin),
+                    "argmax" => c.time(ArgMax),
+                    "widesum" => c.time(WideSum),
+                    "mean" => c.time(Mean),
+                    "meanvar" => c.time(MeanVar),
+                    $($extra => c.time($op),)*
+                    _ => return None,
+                })
+            }
+        }
+    };
 }
-impl Div2 for f16 {}
-impl Div2 for i32 {}
+ops!(f32, "div2mean" => Div2Mean);
+ops!(f64, "div2mean" => Div2Mean);
+ops!(f16);
+ops!(bf16);
+ops!(i32);
+ops!(i64);
+ops!(u8);
 
 struct Row {
     op: String,
@@ -102,69 +148,40 @@ struct Row {
     n: usize,
     ms: f64,
     gbs: f64,
+    checked: Option<bool>,
 }
 
-fn time<T: Data, O: Operator<T>>(
-    gpu: &Gpu,
-    config: ReduceConfig,
-    x: &CudaSlice<T>,
-    host: &[T],
-    op: O,
-    reps: usize,
-) -> Timing {
-    let r = gpu.reducer_with::<T, O>(op, config)?;
-    let got = r.reduce(x)?;
-    let want = Cpu::new().reduce(host, op)?;
-    let ok = format!("{got:?}") == format!("{want:?}");
-    if !ok {
-        eprintln!(
-            "MISMATCH {} over {}: GPU {got:?}, CPU {want:?}",
-            O::NAME,
-            T::cuda_name()
-        );
-    }
-    let stream = gpu.stream();
-    let mut out = stream.alloc_zeros::<O::Out>(1)?;
-    let ms = median_ms(stream, reps, || r.reduce_into(x, &mut out))?;
-    Ok((ms, ok))
-}
-
-fn run_dtype<T: Div2>(
-    gpu: &Gpu,
-    a: &Args,
-    dtype: &str,
-    rows: &mut Vec<Row>,
-) -> Result<bool, Box<dyn std::error::Error>>
-where
-    Sum: Operator<T>,
-    Max: Operator<T>,
-    ArgMax: Operator<T>,
-    Mean: Operator<T>,
-{
+fn run_dtype<T: Ops>(gpu: &Gpu, a: &Args, dtype: &str, rows: &mut Vec<Row>) -> Res<bool> {
     let mut all_ok = true;
     for &lg in &a.log2 {
         let n = 1usize << lg;
         let host = generate::<T>(n, 0x5eed ^ lg as u64);
         let x = gpu.stream().clone_htod(&host)?;
-        let config = ReduceConfig::default().block(a.block);
+        let case = Case {
+            gpu,
+            config: ReduceConfig::default().block(a.block),
+            x: &x,
+            host: &host,
+            reps: a.reps,
+            check: lg <= a.check_up_to,
+        };
         for op in &a.ops {
-            let res = match op.as_str() {
-                "sum" => time(gpu, config, &x, &host, Sum, a.reps),
-                "max" => time(gpu, config, &x, &host, Max, a.reps),
-                "argmax" => time(gpu, config, &x, &host, ArgMax, a.reps),
-                "mean" => time(gpu, config, &x, &host, Mean, a.reps),
-                "div2mean" => match T::div2(gpu, config, &x, &host, a.reps) {
-                    Some(t) => t,
-                    None => continue,
-                },
-                other => return Err(format!("unknown op {other}").into()),
+            if !ALL_OPS.split(',').any(|o| o == op) {
+                return Err(format!("unknown op {op}; the ops are {ALL_OPS}").into());
+            }
+            let Some(res) = T::run(&case, op) else {
+                continue; // Div2Mean over a type that has none
             };
-            let (ms, ok) = res?;
-            all_ok &= ok;
+            let (ms, checked) = res?;
+            all_ok &= checked != Some(false);
             let gbs = (n * std::mem::size_of::<T>()) as f64 / (ms * 1e-3) / 1e9;
             println!(
                 "cufold  {op:8} {dtype:4} 2^{lg:<3} {ms:9.4} ms {gbs:8.1} GB/s{}",
-                if ok { "" } else { "  MISMATCH" }
+                match checked {
+                    Some(true) => "",
+                    Some(false) => "  MISMATCH",
+                    None => "  (not checked)",
+                }
             );
             rows.push(Row {
                 op: op.clone(),
@@ -172,13 +189,14 @@ where
                 n,
                 ms,
                 gbs,
+                checked,
             });
         }
     }
     Ok(all_ok)
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Res<()> {
     let a = parse();
     let gpu = match Gpu::open(0) {
         Ok(g) => g,
@@ -201,38 +219,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "f32" => run_dtype::<f32>(&gpu, &a, d, &mut rows)?,
             "f64" => run_dtype::<f64>(&gpu, &a, d, &mut rows)?,
             "f16" => run_dtype::<f16>(&gpu, &a, d, &mut rows)?,
+            "bf16" => run_dtype::<bf16>(&gpu, &a, d, &mut rows)?,
             "i32" => run_dtype::<i32>(&gpu, &a, d, &mut rows)?,
+            "i64" => run_dtype::<i64>(&gpu, &a, d, &mut rows)?,
+            "u8" => run_dtype::<u8>(&gpu, &a, d, &mut rows)?,
             other => return Err(format!("unknown dtype {other}").into()),
         };
     }
-    println!("\n| op | dtype | N | ms | GB/s |\n|---|---|---|---|---|");
-    for r in &rows {
-        println!(
-            "| {} | {} | 2^{} | {:.4} | {:.0} |",
-            r.op,
-            r.dtype,
-            r.n.trailing_zeros(),
-            r.ms,
-            r.gbs
-        );
-    }
     if let Some(path) = &a.json {
-        let mut s = String::from("[\n");
-        for (i, r) in rows.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "{{\"lib\": \"cufold\", \"op\": \"{}\", \"dtype\": \"{}\", \"n\": {}, \"ms\": {}, \"gbs\": {}, \"device\": \"{}\"}}{}",
-                r.op,
-                r.dtype,
-                r.n,
-                r.ms,
-                r.gbs,
-                gpu.device_name(),
-                if i + 1 < rows.len() { "," } else { "" }
-            );
-        }
-        s.push(']');
-        std::fs::write(path, s)?;
+        let rows: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "lib": "cufold", "family": "reduce", "op": r.op, "dtype": r.dtype,
+                    "n": r.n, "ms": r.ms, "gbs": r.gbs, "checked": r.checked,
+                    "device": gpu.device_name(),
+                })
+            })
+            .collect();
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?)?;
     }
     if !ok {
         return Err("some GPU results differed from the CPU backend".into());

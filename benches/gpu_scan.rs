@@ -16,7 +16,6 @@ use cudarc::driver::CudaSlice;
 use cufold::ops::{Affine, Compose, Operator, Sum};
 use cufold::scan::ScanConfig;
 use cufold::{Cpu, DeviceValue, Gpu, ScanAlgorithm, ScanKind};
-use std::fmt::Write as _;
 
 #[path = "common/mod.rs"]
 mod common;
@@ -237,23 +236,16 @@ fn main() -> Res<()> {
         );
     }
     if let Some(path) = &a.json {
-        let mut s = String::from("[\n");
-        for (i, r) in rows.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "{{\"lib\": \"cufold\", \"op\": \"{}\", \"dtype\": \"{}\", \"n\": {}, \"config\": \"{}\", \"ms\": {}, \"gbs\": {}, \"device\": \"{}\"}}{}",
-                r.op,
-                r.dtype,
-                r.n,
-                r.config,
-                r.ms,
-                r.gbs,
-                gpu.device_name(),
-                if i + 1 < rows.len() { "," } else { "" }
-            );
-        }
-        s.push(']');
-        std::fs::write(path, s)?;
+        let rows: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "lib": "cufold", "family": "scan", "op": r.op, "dtype": r.dtype, "n": r.n,
+                    "config": r.config, "ms": r.ms, "gbs": r.gbs, "device": gpu.device_name(),
+                })
+            })
+            .collect();
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?)?;
     }
     if !ok {
         return Err("some GPU results differed from the CPU backend".into());

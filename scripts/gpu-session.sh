@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Device calls on the CUDA machine, after ../shared/gpu/stage on the build machine. Results
-# go to $OUT (or /tmp/cufold-out).
-#   bash scripts/gpu-session.sh tests    every test binary, GPU ones included (run-tests.sh)
-#   bash scripts/gpu-session.sh bench    scan benchmark beside torch/CuPy cumsum from the same
-#                                        call, the algorithm comparison, then the examples
+# go to /tmp/cufold-out, packed at the end into $OUT/cufold-out.tgz (the device tool brings
+# back only a few files). Several modes may follow each other in one call.
+#   bash scripts/gpu-session.sh tests    every test binary, GPU ones included (run-tests.sh), in
+#                                        the default tier; each test's seconds in times.txt
+#   bash scripts/gpu-session.sh full     the same in the full tier (CUFOLD_TEST_TIER=full)
+#   bash scripts/gpu-session.sh reduce   every reduction operator and type at 2^24 and 2^28
+#                                        beside torch, CuPy (CUB) and a copy, same call
+#   bash scripts/gpu-session.sh report   every measurement of BENCHMARKS.md's report (reductions,
+#                                        N sweeps, small inputs, scans) beside torch, CuPy (CUB)
+#                                        and a copy, same call
+#   bash scripts/gpu-session.sh examples the examples that need a GPU
 #   bash scripts/gpu-session.sh mc       fused Monte Carlo samples/s beside PyTorch's
 #                                        (scripts/mc_peers.py), same call
 set -uo pipefail
-out=${OUT:-/tmp/cufold-out}
+out=/tmp/cufold-out
 mkdir -p "$out"
+pack() { [[ -n ${OUT:-} ]] && tar czf "$OUT/cufold-out.tgz" -C "$out" .; }
+trap pack EXIT
 export CUFOLD_CACHE_DIR=/tmp/cufold-cache
 # Benches are staged as test-* binaries (cargo builds them in the test profile); they are not
 # tests, so take them out of the test run.
@@ -20,17 +29,59 @@ done
 rm -f .gpu/bin/test-cufold_macros
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 case "${1:-tests}" in
-tests)
-  bash .gpu/run-tests.sh > "$out/tests.txt" 2>&1
-  grep -E '^(test-|binaries|[0-9]+ passed)|FAILED|panicked' "$out/tests.txt" | head -60
+tests | full)
+  [[ $1 == full ]] && export CUFOLD_TEST_TIER=full
+  start=$(date +%s)
+  # run-tests.sh's loop and summary, with libtest's --report-time (accepted by stable
+  # binaries under RUSTC_BOOTSTRAP) so that each test's seconds are kept.
+  {
+  pass=0 fail=0 bad=()
+  for t in .gpu/bin/test-*; do
+    RUSTC_BOOTSTRAP=1 "$t" --include-ignored -Z unstable-options --report-time > "$out/${t##*/}.txt" 2>&1
+    code=$?
+    read -r bp bf < <(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$out/${t##*/}.txt" | awk '{p+=$1; f+=$2} END {print p+0, f+0}')
+    pass=$((pass + bp)); fail=$((fail + bf))
+    if [[ $code != 0 ]]; then bad+=("${t##*/}"); grep -E '^(---- |thread |  left|  right|failures:|test .* FAILED|error)' "$out/${t##*/}.txt" | head -60; fi
+    echo "${t##*/}: $bp passed, $bf failed (exit $code)"
+  done
+  echo "binaries that failed: ${bad[*]:-none}"
+  echo "$pass passed, $fail failed"
+  echo "tier ${CUFOLD_TEST_TIER:-default}: $(( $(date +%s) - start )) s"
+  } | tee "$out/tests.txt"
+  cat "$out"/test-*.txt | sed -n 's/^test \(.*\) \.\.\. ok <\([0-9.]*\)s>$/\2 \1/p' | sort -rn > "$out/times.txt"
+  head -12 "$out/times.txt"
   ;;
-bench)
-  .gpu/bin/test-gpu_macros --include-ignored 2>&1 | grep -E '^test result|FAILED|panicked' -A2
-  python3 .gpu/peers.py --ops cumsum --dtypes float32,float64,int32 --json "$out/peers.json" > "$out/peers.txt" 2>&1
-  .gpu/bin/bench-gpu_scan --json "$out/scan.json" > "$out/scan.txt" 2>&1
-  .gpu/bin/bench-gpu_scan --ops cumsum --dtypes f32 --log2 28 --algos warp,blelloch,hillis --staging 1,0 \
-    --json "$out/algos.json" > "$out/algos.txt" 2>&1
-  grep -E '^(cufold|torch|cupy|copy)|MISMATCH|rror' "$out/peers.txt" "$out/scan.txt" "$out/algos.txt"
+reduce)
+  .gpu/bin/bench-gpu_reduce --log2 24,28 --json "$out/reduce.json" > "$out/reduce.txt" 2>&1
+  echo "cufold exit $?"; grep -E 'MISMATCH|rror' "$out/reduce.txt"
+  python3 scripts/peers.py --ops sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar \
+    --log2 24,28 --json "$out/peers.json" > "$out/peers.txt" 2>&1
+  echo "peers exit $?"
+  ;;
+report)
+  # Everything BENCHMARKS.md's report shows, cufold and its peers in this one call; then, on
+  # the build machine: cargo run -p cufold-report -- DIR --benchmarks BENCHMARKS.md
+  R=.gpu/bin/bench-gpu_reduce S=.gpu/bin/bench-gpu_scan P=scripts/peers.py
+  ops=sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar
+  sweep=10,12,14,16,18,20,22,24,26,28,30
+  run() { local name=$1; shift; "$@" > "$out/$name.txt" 2>&1; echo "$name exit $?"; }
+  run reduce $R --log2 24,28 --json "$out/reduce.json"
+  run peers python3 $P --ops $ops --log2 24,28 --json "$out/peers.json"
+  run sweep $R --ops sum,max,minmax,argmax,mean,meanvar --dtypes f32 --log2 $sweep --check-up-to 26 \
+    --json "$out/sweep.json"
+  run peers_sweep python3 $P --ops sum,max,minmax,argmax,mean,meanvar --dtypes f32 --log2 $sweep \
+    --json "$out/peers_sweep.json"
+  run small $R --ops sum,max,argmax,mean --dtypes f32,f64 --log2 10,12,14,16,18 --reps 200 \
+    --json "$out/small.json"
+  run peers_small python3 $P --ops sum,max,argmax,mean --dtypes f32,f64 --log2 10,12,14,16,18 \
+    --libs torch,cupy --reps 200 --json "$out/peers_small.json"
+  run scan $S --ops cumsum,affine --dtypes f32,f64,i32 --log2 10,12,14,16,18,20,22,24,26,28 \
+    --json "$out/scan.json"
+  run peers_scan python3 $P --ops cumsum --dtypes f32,f64,i32 --log2 10,12,14,16,18,20,22,24,26,28 \
+    --json "$out/peers_scan.json"
+  grep -h 'MISMATCH' "$out"/*.txt
+  ;;
+examples)
   for e in normal_cdf linear_recurrence custom_op; do
     timeout 120 bash .gpu/run.sh "$e" > "$out/$e.txt" 2>&1; echo "$e exit $?"; cat "$out/$e.txt"
   done

@@ -2,10 +2,10 @@
 #![allow(dead_code)]
 
 use cufold::ops::Affine;
-use cufold::{f16, DeviceValue};
+use cufold::{bf16, f16, DeviceValue};
 
-/// A value made from 64 random bits: uniform [0, 1) floats, integers in 0..1000 (as
-/// peers.py draws them), affine maps near the identity.
+/// A value made from 64 random bits: uniform [0, 1) floats, integers in 0..1000 and bytes in
+/// 0..256 (as the peers scripts draw them), affine maps near the identity.
 pub trait Data: DeviceValue {
     fn from_bits(z: u64) -> Self;
 }
@@ -24,9 +24,25 @@ impl Data for f16 {
         f16::from_f32(<f32 as Data>::from_bits(z))
     }
 }
+impl Data for bf16 {
+    fn from_bits(z: u64) -> Self {
+        bf16::from_f32(<f32 as Data>::from_bits(z))
+    }
+}
 impl Data for i32 {
     fn from_bits(z: u64) -> Self {
         (z % 1000) as i32
+    }
+}
+impl Data for i64 {
+    fn from_bits(z: u64) -> Self {
+        (z % 1000) as i64
+    }
+}
+/// Bytes over their whole range, as `torch.randint(0, 256)` draws them.
+impl Data for u8 {
+    fn from_bits(z: u64) -> Self {
+        z as u8
     }
 }
 impl<T: Data + cufold::Real> Data for Affine<T> {
