@@ -43,19 +43,18 @@ template <> __device__ __forceinline__ f16 down<f16>(float v) {
 }
 template <> __device__ __forceinline__ bf16 down<bf16>(float v) {
     // Round to nearest even, NaN kept quiet (as the `half` crate does).
-    unsigned u = __float_as_uint(v);
+    const unsigned u = __float_as_uint(v);
+    const unsigned short quiet = (unsigned short)((u >> 16) | 0x0040u);
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
     bf16 r;
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        r.bits = (unsigned short)((u >> 16) | 0x0040u);
-        return r;
-    }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    // The hardware conversion rounds to nearest even, as the integer recipe below does.
+    // The hardware conversion rounds to nearest even, as the integer recipe below does; a
+    // select (no branch) puts the NaN in.
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(v));
 #else
-    u += 0x7fffu + ((u >> 16) & 1u);
-    r.bits = (unsigned short)(u >> 16);
+    r.bits = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 #endif
+    r.bits = nan ? quiet : r.bits;
     return r;
 }
 

@@ -252,6 +252,33 @@ fn nan_propagates_on_the_gpu_as_on_the_cpu() {
 /// tiles, blocks and grids and at odd offsets.
 #[test]
 #[ignore = "needs a CUDA device"]
+fn half_precision_sums_keep_nan_payloads_as_the_cpu_does() {
+    // f16 and bf16 round through f32 after every operation; a NaN's payload and sign must
+    // come out of the device's conversions as out of the `half` crate's.
+    let g = gpu();
+    let nans = [
+        0x7fc0_0001u32,
+        0xffc0_1234,
+        0x7f80_0001,
+        0xff81_0000,
+        0x7fff_ffff,
+    ];
+    for (k, &bits) in nans.iter().enumerate() {
+        let n = 4097 + k;
+        let mut host: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+        host[(k * 997) % n] = f32::from_bits(bits);
+        let h: Vec<f16> = host.iter().map(|&v| f16::from_f32(v)).collect();
+        let b: Vec<bf16> = host.iter().map(|&v| bf16::from_f32(v)).collect();
+        let (dh, db) = (upload(g, &h), upload(g, &b));
+        check(g, &dh, &h, Sum, &format!("Sum<f16> NaN {bits:#x}"));
+        check(g, &dh, &h, Prod, &format!("Prod<f16> NaN {bits:#x}"));
+        check(g, &db, &b, Sum, &format!("Sum<bf16> NaN {bits:#x}"));
+        check(g, &db, &b, Prod, &format!("Prod<bf16> NaN {bits:#x}"));
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
 fn order_free_operators_give_the_canonical_bits_on_signed_zeros_and_nans() {
     let s = seed("order_free_operators_give_the_canonical_bits_on_signed_zeros_and_nans");
     let g = gpu();
