@@ -7,11 +7,11 @@
 //! | operator | input | accumulator | output | N = 0 |
 //! |---|---|---|---|---|
 //! | [`Sum`], [`Prod`] | any [`Element`] | same | same (wrapping for integers) | 0, 1 |
-//! | [`WideSum`] | any [`Widen`] | [`Widen::Wide`] | same | 0 |
+//! | [`WideSum`] | any [`Widen`](crate::Widen) | [`Widen::Wide`](crate::Widen::Wide) | same | 0 |
 //! | [`Min`], [`Max`] | any [`Element`] | same | same (NaN propagates) | error |
 //! | [`MinMax`] | any [`Element`] | [`MinMaxValue`] | same | error |
 //! | [`ArgMin`], [`ArgMax`] | any [`Element`] | [`Indexed`] | same (ties: lowest index) | error |
-//! | [`Mean`] | any [`Widen`] | [`Widen::Wide`] | f64 | error |
+//! | [`Mean`] | any [`Widen`](crate::Widen) | [`Widen::Wide`](crate::Widen::Wide) | f64 | error |
 //! | [`MeanVar`] | any [`Element`] | [`MeanVarValue`] | same | error |
 //! | [`Div2Mean`] | f32, f64 | same | same | error |
 //! | [`Compose`] | [`Affine<R>`] | same | same (not commutative) | identity map |
@@ -159,8 +159,6 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     }
 }
 
-/// Of two NaNs, or a NaN and a number: the NaN with the larger bit pattern (a rule that
-/// does not depend on the order of the arguments).
 /// NaN-propagating minimum, order-free: the lesser under [`Element::min_key`]'s total order
 /// (numbers in order, `-0.0` below `0.0`, every NaN below `-inf`), so `min2(a, b)` and
 /// `min2(b, a)` have the same bits.
