@@ -228,20 +228,7 @@ template <class F, class O> struct Mapped {
 //
 // add(op, s, x, i) folds element x at index i; add_all(op, s, v, p) folds v[0..VEC) at
 // indices p.. (a whole in-range vector load), by default one add at a time.
-template <class Op> struct Run {
-    typedef typename Op::Acc State;
-    static __device__ __forceinline__ State start(const Op& op) { return op.identity(); }
-    static __device__ __forceinline__ void add(const Op& op, State& s, typename Op::In x, u64 i) {
-        s = op.combine(s, op.lift(x, i));
-    }
-    template <int VEC>
-    static __device__ __forceinline__ void add_all(const Op& op, State& s, const typename Op::In (&v)[VEC], u64 p) {
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) add(op, s, v[i], p + i);
-    }
-    static __device__ __forceinline__ typename Op::Acc end(const Op&, State s) { return s; }
-};
-// add_all as a loop of add, for the specialisations below that need nothing better.
+// add_all as a loop of add: the default, and the run states below that need nothing better.
 template <class R> struct EachAdd {
     template <int VEC, class Op, class State, class In>
     static __device__ __forceinline__ void add_all(const Op& op, State& s, const In (&v)[VEC], u64 p) {
@@ -249,26 +236,31 @@ template <class R> struct EachAdd {
         for (int i = 0; i < VEC; ++i) R::add(op, s, v[i], p + i);
     }
 };
-template <class T> struct Run<Max<T>> : EachAdd<Run<Max<T>>> {
+template <class Op> struct Run : EachAdd<Run<Op>> {
+    typedef typename Op::Acc State;
+    static __device__ __forceinline__ State start(const Op& op) { return op.identity(); }
+    static __device__ __forceinline__ void add(const Op& op, State& s, typename Op::In x, u64 i) {
+        s = op.combine(s, op.lift(x, i));
+    }
+    static __device__ __forceinline__ typename Op::Acc end(const Op&, State s) { return s; }
+};
+// Max (MAX) or Min: the run's extreme key, starting from the identity's.
+template <class T, bool MAX> struct ExtRun : EachAdd<ExtRun<T, MAX>> {
     typedef ext_key<T> E;
     typedef typename E::K State;
-    static __device__ __forceinline__ State start(const Max<T>&) { return E::max_key(limits<T>::lowest()); }
-    static __device__ __forceinline__ void add(const Max<T>&, State& s, T x, u64) {
-        const State k = E::max_key(x);
-        s = s < k ? k : s;
+    template <class Op> static __device__ __forceinline__ State start(const Op&) {
+        return MAX ? E::max_key(limits<T>::lowest()) : E::min_key(limits<T>::highest());
     }
-    static __device__ __forceinline__ T end(const Max<T>&, State s) { return E::from_max_key(s); }
-};
-template <class T> struct Run<Min<T>> : EachAdd<Run<Min<T>>> {
-    typedef ext_key<T> E;
-    typedef typename E::K State;
-    static __device__ __forceinline__ State start(const Min<T>&) { return E::min_key(limits<T>::highest()); }
-    static __device__ __forceinline__ void add(const Min<T>&, State& s, T x, u64) {
-        const State k = E::min_key(x);
-        s = k < s ? k : s;
+    template <class Op> static __device__ __forceinline__ void add(const Op&, State& s, T x, u64) {
+        const State k = MAX ? E::max_key(x) : E::min_key(x);
+        s = (MAX ? s < k : k < s) ? k : s;
     }
-    static __device__ __forceinline__ T end(const Min<T>&, State s) { return E::from_min_key(s); }
+    template <class Op> static __device__ __forceinline__ T end(const Op&, State s) {
+        return MAX ? E::from_max_key(s) : E::from_min_key(s);
+    }
 };
+template <class T> struct Run<Max<T>> : ExtRun<T, true> {};
+template <class T> struct Run<Min<T>> : ExtRun<T, false> {};
 template <class T> struct Run<MinMax<T>> : EachAdd<Run<MinMax<T>>> {
     typedef ext_key<T> E;
     struct State { typename E::K lo, hi; };
@@ -297,11 +289,9 @@ template <class T, bool MAX> struct ArgRun {
         const Indexed<T> id = op.identity();
         return State{arg_key<T, MAX>(id.value), id.value, id.index};
     }
-    static __device__ __forceinline__ void add(const Op&, State& s, T x, u64 i) {
-        const K k = arg_key<T, MAX>(x);
-        if (s.index == ~0ull || better(k, s.best)) {
-            s.best = k; s.value = x; s.index = i;
-        }
+    static __device__ __forceinline__ void add(const Op& op, State& s, T x, u64 i) {
+        const T v[1] = {x};
+        add_all<1>(op, s, v, i);
     }
     template <int VEC> static __device__ __forceinline__ void add_all(const Op&, State& s, const T (&v)[VEC], u64 p) {
         K r[VEC];
