@@ -72,13 +72,17 @@ template <class Op> struct PartialLoader {
 // The canonical tree over TILE = BLOCK*K*VEC positions starting at `base`, cut at `limit`
 // positions (a power of two). The result is meaningful in thread 0. `smem`: WARPS accs,
 // not written again before the block's next __syncthreads() (see cf::block_reduce_warps).
+//
+// tile_reduce_at is the same for a group of BLOCK threads that is not the whole block (one
+// warp of a block whose warps reduce different segments, kernels/segment.cuh): `warp` is
+// the calling warp's place in the group.
 template <class Op, int BLOCK, int K, int VEC, class Loader>
-__device__ __forceinline__ typename Op::Acc tile_reduce(const Op& op, const Loader& ld, u64 base, u64 limit,
-                                                        typename Op::Acc* smem) {
+__device__ __forceinline__ typename Op::Acc tile_reduce_at(const Op& op, const Loader& ld, u64 base, u64 limit,
+                                                           typename Op::Acc* smem, int warp) {
     typedef typename Op::Acc Acc;
     constexpr u64 SEG = 32ull * VEC;    // positions one warp covers per load
     constexpr u64 WARP_SPAN = SEG * K;  // positions one warp covers per tile
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
     const u64 wbase = base + (u64)warp * WARP_SPAN;
     // How many lanes (warps) a tree of `limit` positions spans at each stage, at most 32.
     const auto spans = [limit](u64 unit) { return (int)(limit / unit < 32 ? limit / unit : 32); };
@@ -94,6 +98,12 @@ __device__ __forceinline__ typename Op::Acc tile_reduce(const Op& op, const Load
     warp_reduce(op, v, spans(VEC));
     thread_reduce(op, v, limit / SEG);
     return block_reduce_warps<BLOCK>(op, v[0], smem, spans(WARP_SPAN));
+}
+
+template <class Op, int BLOCK, int K, int VEC, class Loader>
+__device__ __forceinline__ typename Op::Acc tile_reduce(const Op& op, const Loader& ld, u64 base, u64 limit,
+                                                        typename Op::Acc* smem) {
+    return tile_reduce_at<Op, BLOCK, K, VEC>(op, ld, base, limit, smem, (int)(threadIdx.x >> 5));
 }
 
 // An operator's combine for two non-empty nodes of equal count, which is every combine inside

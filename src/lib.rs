@@ -111,6 +111,7 @@ pub mod ops;
 pub mod random;
 pub mod reduce;
 pub mod scan;
+pub mod segment;
 mod tree;
 
 pub use backend::Backend;

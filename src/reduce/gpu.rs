@@ -345,11 +345,17 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
         check_reduce_output(out.len())?;
         let n = x.len() as u64;
         check_empty::<T, O>(n)?;
-        let plan = self.plan(n)?;
-        let inner = &self.gpu.inner;
-        let stream = &inner.stream;
+        let stream = &self.gpu.inner.stream;
         let (x_ptr, _x_guard) = x.device_ptr(stream);
         let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
+        self.launch(x_ptr, n, out_ptr)
+    }
+
+    /// Enqueues the reduction of the `n` elements at device address `x_ptr` into the one
+    /// output at `out_ptr` (the segmented reduction's per-row launches). The caller holds
+    /// the buffers' stream guards and has checked `n` against the operator's empty value.
+    pub(crate) fn launch(&self, x_ptr: u64, n: u64, out_ptr: u64) -> Result<()> {
+        let plan = self.plan(n)?;
         let f = match &self.vector {
             Some(v) if x_ptr % 16 == 0 => v,
             _ => match self.scalar.get() {

@@ -1,0 +1,377 @@
+//! The segmented reduction on the GPU: one compiled kernel per operator, element type and
+//! schedule (a warp or a block per segment), one launch per call, on the caller's stream.
+
+use super::plan::{check_offsets_len, check_rows, plan, with_schedule, Schedule, SegmentPlan};
+use super::{Rows, SegmentConfig};
+use crate::element::DeviceValue;
+use crate::error::{Error, Result};
+use crate::gpu::{check_block, jit, Gpu};
+use crate::ops::check::check_empty;
+use crate::ops::{CudaOp, Operator, ParamBlob};
+use crate::reduce::{ReduceShape, Reducer};
+use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use std::marker::PhantomData;
+use std::sync::OnceLock;
+
+/// The full CUDA source of the segmented reduction kernel for `op` (whose run-time
+/// parameters are `param_bytes` long), with `shape`'s block size and loads, and `group`
+/// threads per segment (32, or the whole block).
+///
+/// ```
+/// use cufold::ops::{Operator, Sum};
+/// let shape = cufold::reduce::ReduceShape::for_sizes(4, 256).unwrap();
+/// let src = cufold::segment::kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), 0, &shape, 32);
+/// assert!(src.contains("#define CF_GROUP 32") && src.contains("#include \"cufold/segment.cuh\""));
+/// ```
+pub fn kernel_source(op: &CudaOp, param_bytes: usize, shape: &ReduceShape, group: u32) -> String {
+    jit::kernel_source(
+        "segment",
+        op,
+        &[
+            ("CF_BLOCK", shape.block.to_string()),
+            ("CF_GROUP", group.to_string()),
+            ("CF_K", shape.loads.to_string()),
+            ("CF_VEC", shape.vec.to_string()),
+            ("CF_OP_BYTES", param_bytes.to_string()),
+        ],
+    )
+}
+
+/// Compiles the segmented reduction kernel of `op` for the GPU architecture `arch` (such
+/// as `"sm_90"`) and returns its CUBIN; like
+/// [`reduce::compile_kernel`](crate::reduce::compile_kernel), it needs NVRTC but no device.
+///
+/// ```no_run
+/// use cufold::ops::{Operator, Sum};
+/// let shape = cufold::reduce::ReduceShape::for_sizes(4, 256)?;
+/// let cubin = cufold::segment::compile_kernel(&<Sum as Operator<f32>>::cuda(&Sum), 0, &shape, 32, "sm_90")?;
+/// assert!(!cubin.is_empty());
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub fn compile_kernel(
+    op: &CudaOp,
+    param_bytes: usize,
+    shape: &ReduceShape,
+    group: u32,
+    arch: &str,
+) -> Result<Vec<u8>> {
+    jit::probe_nvrtc()?;
+    jit::compile(
+        &kernel_source(op, param_bytes, shape, group),
+        &jit::compile_options(arch),
+    )
+}
+
+/// A compiled segmented reduction for `op` over elements of type `T`, on a [`Gpu`]'s
+/// stream: one result per row of a matrix or per segment of CSR offsets (module
+/// [`segment`](crate::segment): each result has the bits of the whole-array reduction of
+/// its segment alone).
+///
+/// Every method enqueues on the stream and returns at once: no synchronisation, no host
+/// copy, no allocation. Kernels are compiled (or loaded from the cache) on first use of
+/// each schedule.
+///
+/// ```no_run
+/// use cufold::{ops, segment::Rows};
+/// let gpu = cufold::Gpu::open(0)?;
+/// let x = gpu.stream().clone_htod(&[1.0f32, 5.0, 2.0, 7.0, 3.0, 9.0]).unwrap();
+/// let mut out = gpu.stream().alloc_zeros::<f32>(2).unwrap();
+/// let sums = gpu.segment_reducer::<f32, _>(ops::Sum)?;
+/// sums.reduce_rows_into(&x, Rows::new(2, 3), &mut out)?;
+/// assert_eq!(gpu.stream().clone_dtoh(&out).unwrap(), [8.0, 19.0]);
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
+    gpu: Gpu,
+    op: O,
+    params: Box<ParamBlob>,
+    param_bytes: usize,
+    config: SegmentConfig,
+    shape: ReduceShape,
+    warp: OnceLock<CudaFunction>,
+    block: OnceLock<CudaFunction>,
+    whole: OnceLock<Reducer<T, O>>,
+    _input: PhantomData<fn(T)>,
+}
+
+impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentReducer<T, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentReducer")
+            .field("op", &O::NAME)
+            .field("input", &T::cuda_name())
+            .field("config", &self.config)
+            .field("gpu", &self.gpu)
+            .finish()
+    }
+}
+
+impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
+    pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
+        check_block(config.get_block())?;
+        let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), config.get_block())?;
+        let params = op.params();
+        Ok(SegmentReducer {
+            gpu,
+            op,
+            params: ParamBlob::new(&params, O::NAME)?,
+            param_bytes: params.bytes().len(),
+            config,
+            shape,
+            warp: OnceLock::new(),
+            block: OnceLock::new(),
+            whole: OnceLock::new(),
+            _input: PhantomData,
+        })
+    }
+
+    /// The operator.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let r = gpu.segment_reducer::<f32, _>(cufold::ops::Max)?;
+    /// let _max: &cufold::ops::Max = r.op();
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn op(&self) -> &O {
+        &self.op
+    }
+
+    /// The plan for `segments` segments holding about `total` elements (`rows`: rows of a
+    /// matrix), with this reducer's configuration.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let r = gpu.segment_reducer::<f32, _>(cufold::ops::Sum)?;
+    /// assert_eq!(r.plan(1 << 20, 16 << 20, false).schedule, cufold::segment::Schedule::Warp);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn plan(&self, segments: u64, total: u64, rows: bool) -> SegmentPlan {
+        let (block, dev) = (self.config.get_block(), &self.gpu.inner.props);
+        match self.config.get_schedule() {
+            None => plan(segments, total, rows, block, dev),
+            // The whole-array reducer takes rows only: segments on the device have lengths
+            // the host does not know.
+            Some(Schedule::Whole) if !rows => with_schedule(Schedule::Block, segments, block, dev),
+            Some(s) => with_schedule(s, segments, block, dev),
+        }
+    }
+
+    /// Enqueues one result per row of `rows` in `x` into `out` (`rows.rows` values): row
+    /// `r`'s result is the reduction of `x[r * stride..][..cols]`.
+    ///
+    /// Errors, before any launch: a stride shorter than a row
+    /// ([`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)), an `x` too short for
+    /// the rows or an `out` of another length than `rows.rows`
+    /// ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)), zero columns for an
+    /// operator without an empty value ([`ErrorKind::EmptyInput`](crate::ErrorKind::EmptyInput)).
+    ///
+    /// ```no_run
+    /// use cufold::{ops, segment::Rows};
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// // Column of the largest element of each row of a 2 x 3 view of a 2 x 4 matrix.
+    /// let x = gpu.stream().clone_htod(&[1.0f32, 9.0, 2.0, 0.0, 7.0, 3.0, 8.0, 0.0]).unwrap();
+    /// let mut out = gpu.stream().alloc_zeros::<cufold::ops::ArgValue<f32>>(2).unwrap();
+    /// gpu.segment_reducer::<f32, _>(ops::ArgMax)?.reduce_rows_into(&x, Rows::new(2, 3).stride(4), &mut out)?;
+    /// let host = gpu.stream().clone_dtoh(&out).unwrap();
+    /// assert_eq!((host[0].index, host[1].index), (1, 2));
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce_rows_into(
+        &self,
+        x: &impl DevicePtr<T>,
+        rows: Rows,
+        out: &mut impl DevicePtrMut<O::Out>,
+    ) -> Result<()> {
+        check_rows(&rows, x.len(), out.len())?;
+        if rows.rows == 0 {
+            return Ok(());
+        }
+        check_empty::<T, O>(rows.cols as u64)?;
+        let total = (rows.rows as u64).saturating_mul(rows.cols as u64);
+        let plan = self.plan(rows.rows as u64, total, true);
+        let stream = &self.gpu.inner.stream;
+        let (x_ptr, _x_guard) = x.device_ptr(stream);
+        let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
+        if plan.schedule == Schedule::Whole && rows.cols > 0 {
+            let reducer = match self.whole.get() {
+                Some(r) => r,
+                None => {
+                    let r = self.gpu.reducer::<T, O>(self.op)?;
+                    self.whole.get_or_init(|| r)
+                }
+            };
+            let (t, o) = (
+                std::mem::size_of::<T>() as u64,
+                std::mem::size_of::<O::Out>() as u64,
+            );
+            for r in 0..rows.rows as u64 {
+                reducer.launch(
+                    x_ptr + r * rows.stride as u64 * t,
+                    rows.cols as u64,
+                    out_ptr + r * o,
+                )?;
+            }
+            return Ok(());
+        }
+        // SAFETY: x holds at least (rows - 1) * stride + cols elements (checked), out holds
+        // `rows` outputs.
+        unsafe {
+            self.launch(
+                plan,
+                x_ptr,
+                x.len() as u64,
+                rows.rows as u64,
+                0,
+                rows.stride as u64,
+                rows.cols as u64,
+                out_ptr,
+            )
+        }
+    }
+
+    /// Enqueues one result per segment `offsets[i]..offsets[i + 1]` of `x` into `out`
+    /// (`offsets.len() - 1` values). An empty segment gets `finish(identity, 0)` if the
+    /// operator has an empty value, and is left untouched otherwise; a segment whose
+    /// offsets decrease or pass the end of `x` is not read and its output not written
+    /// (module [`segment`](crate::segment)).
+    ///
+    /// Errors, before any launch: no offsets, or an `out` whose length is not
+    /// `offsets.len() - 1` ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)).
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let x = gpu.stream().clone_htod(&[3.0f64, 1.0, 4.0, 1.0, 5.0]).unwrap();
+    /// let offsets = gpu.stream().clone_htod(&[0u64, 2, 2, 5]).unwrap();
+    /// let mut out = gpu.stream().alloc_zeros::<f64>(3).unwrap();
+    /// gpu.segment_reducer::<f64, _>(cufold::ops::Sum)?.reduce_segments_into(&x, &offsets, &mut out)?;
+    /// assert_eq!(gpu.stream().clone_dtoh(&out).unwrap(), [4.0, 0.0, 10.0]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce_segments_into(
+        &self,
+        x: &impl DevicePtr<T>,
+        offsets: &impl DevicePtr<u64>,
+        out: &mut impl DevicePtrMut<O::Out>,
+    ) -> Result<()> {
+        check_offsets_len(offsets.len(), out.len())?;
+        let segments = out.len() as u64;
+        if segments == 0 {
+            return Ok(());
+        }
+        let plan = self.plan(segments, x.len() as u64, false);
+        let stream = &self.gpu.inner.stream;
+        let (x_ptr, _x_guard) = x.device_ptr(stream);
+        let (off_ptr, _off_guard) = offsets.device_ptr(stream);
+        let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
+        // SAFETY: offsets hold segments + 1 values, out holds `segments` outputs; the kernel
+        // reads only segments within x's length.
+        unsafe {
+            self.launch(
+                plan,
+                x_ptr,
+                x.len() as u64,
+                segments,
+                off_ptr,
+                0,
+                0,
+                out_ptr,
+            )
+        }
+    }
+
+    fn function(&self, schedule: Schedule) -> Result<&CudaFunction> {
+        let (cell, group) = match schedule {
+            Schedule::Warp => (&self.warp, 32),
+            _ => (&self.block, self.config.get_block()),
+        };
+        if let Some(f) = cell.get() {
+            return Ok(f);
+        }
+        let cuda = self.op.cuda();
+        let f = self.gpu.kernel(
+            "cf_segment_reduce",
+            &cuda,
+            &(self.shape, group, self.param_bytes),
+            || kernel_source(&cuda, self.param_bytes, &self.shape, group),
+        )?;
+        Ok(cell.get_or_init(|| f))
+    }
+
+    /// # Safety
+    ///
+    /// `x_ptr` holds `n` elements; `out_ptr` holds `segments` outputs; `off_ptr` is 0 (rows:
+    /// every `r * stride + cols <= n`) or holds `segments + 1` offsets.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn launch(
+        &self,
+        plan: SegmentPlan,
+        x_ptr: u64,
+        n: u64,
+        segments: u64,
+        off_ptr: u64,
+        stride: u64,
+        cols: u64,
+        out_ptr: u64,
+    ) -> Result<()> {
+        let f = self.function(plan.schedule)?;
+        let write_empty = u32::from(!O::EMPTY_IS_ERROR);
+        let cfg = LaunchConfig {
+            grid_dim: (plan.grid.max(1) as u32, 1, 1),
+            block_dim: (self.config.get_block(), 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let stream = &self.gpu.inner.stream;
+        let mut launch = stream.launch_builder(f);
+        launch
+            .arg(&x_ptr)
+            .arg(&n)
+            .arg(&segments)
+            .arg(&off_ptr)
+            .arg(&stride)
+            .arg(&cols)
+            .arg(&write_empty)
+            .arg(&out_ptr)
+            .arg(&*self.params);
+        // SAFETY: the kernel's parameters are (const In*, u64, u64, const u64*, u64, u64,
+        // unsigned, Out*, OpBytes<param_bytes>), matching the values pushed; the caller
+        // vouches for the buffers.
+        unsafe { launch.launch(cfg) }
+            .map(|_| ())
+            .map_err(|e| Error::driver("launching the segmented reduction kernel", e))
+    }
+}
+
+impl Gpu {
+    /// A segmented reducer for `op` over elements of type `T` (module
+    /// [`segment`](crate::segment)); kernels are compiled on first use.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let per_row_max = gpu.segment_reducer::<f32, _>(cufold::ops::Max)?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn segment_reducer<T: DeviceValue, O: Operator<T>>(
+        &self,
+        op: O,
+    ) -> Result<SegmentReducer<T, O>> {
+        self.segment_reducer_with(op, SegmentConfig::default())
+    }
+
+    /// A segmented reducer built with `config` (block size, a forced schedule): the speed
+    /// changes, never the result.
+    ///
+    /// ```no_run
+    /// use cufold::segment::{Schedule, SegmentConfig};
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let config = SegmentConfig::default().schedule(Some(Schedule::Block));
+    /// let r = gpu.segment_reducer_with::<f32, _>(cufold::ops::Sum, config)?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn segment_reducer_with<T: DeviceValue, O: Operator<T>>(
+        &self,
+        op: O,
+        config: SegmentConfig,
+    ) -> Result<SegmentReducer<T, O>> {
+        SegmentReducer::new(self.clone(), op, config)
+    }
+}

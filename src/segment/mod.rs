@@ -1,0 +1,152 @@
+//! Segmented reductions: one result per row of a matrix or per segment of CSR offsets.
+//!
+//! One place for the primitive: its planner ([`plan`], [`Schedule`], [`SegmentPlan`]), the
+//! GPU launch ([`SegmentReducer`], built by [`Gpu::segment_reducer`](crate::Gpu::segment_reducer)),
+//! and its CPU twin ([`Cpu::reduce_rows`](crate::Cpu::reduce_rows),
+//! [`Cpu::reduce_segments`](crate::Cpu::reduce_segments)).
+//!
+//! **Same bits as the whole array.** Segment `i`'s result is what the whole-array reduction
+//! of that segment alone gives: the canonical tree over its own length, its elements lifted
+//! with their place in the segment (so a per-row `ArgMax` gives the column), in order for
+//! non-commutative operators. On the GPU and on the CPU alike, whatever the schedule.
+//!
+//! **Empty segments.** An operator with a value for an empty input (`Sum`, `Prod`, `WideSum`,
+//! ...) gives `finish(identity, 0)`, as a reduction of an empty slice does. One without
+//! (`Min`, `Max`, `ArgMax`, the means: the whole-array reduction errors with
+//! [`ErrorKind::EmptyInput`](crate::ErrorKind::EmptyInput)) has no result there: the GPU
+//! leaves that output as it was (fill the buffer with a value no segment can give to tell
+//! them apart, or compare the offsets), the CPU returns `None`.
+//!
+//! **Offsets.** Segment `i` is `offsets[i]..offsets[i + 1]`, so `n` segments take `n + 1`
+//! offsets; they need not start at 0 or end at the input's end. On the CPU they are checked
+//! before any work (monotone, within the input). On the GPU they live in device memory, so
+//! only their count is checked before the launch; the kernel skips a segment whose end lies
+//! before its start or past the input: nothing is read outside the input, nothing is written
+//! but the outputs of valid segments.
+//!
+//! ```
+//! use cufold::{ops, segment::Rows, Cpu};
+//! let x = [1.0f32, 5.0, 2.0, /* */ 7.0, 3.0, 9.0];
+//! let cpu = Cpu::new();
+//! assert_eq!(cpu.reduce_rows(&x, Rows::new(2, 3), ops::Sum)?, [8.0, 19.0]);
+//! assert_eq!(cpu.reduce_rows(&x, Rows::new(2, 3), ops::ArgMax)?[1].index, 2); // a column
+//! let maxima = cpu.reduce_segments(&x, &[0, 1, 1, 6], ops::Max)?;
+//! assert_eq!(maxima, [Some(1.0), None, Some(9.0)]); // the middle segment is empty
+//! # Ok::<(), cufold::Error>(())
+//! ```
+
+mod cpu;
+mod gpu;
+mod plan;
+
+pub use gpu::{compile_kernel, kernel_source, SegmentReducer};
+pub use plan::{plan, with_schedule, Schedule, SegmentPlan, WARP_MAX_MEAN, WHOLE_MIN_LEN};
+
+/// The rows of a row-major matrix inside a buffer: `rows` rows of `cols` elements, row `r`
+/// starting at element `r * stride` (a view of a wider matrix when `stride > cols`).
+///
+/// ```
+/// use cufold::segment::Rows;
+/// let r = Rows::new(3, 4).stride(10);
+/// assert_eq!((r.rows, r.cols, r.stride), (3, 4, 10));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Rows {
+    /// Number of rows (and of results).
+    pub rows: usize,
+    /// Elements per row.
+    pub cols: usize,
+    /// Elements from the start of one row to the start of the next (at least `cols`).
+    pub stride: usize,
+}
+
+impl Rows {
+    /// `rows` rows of `cols` elements, packed (`stride = cols`).
+    ///
+    /// ```
+    /// assert_eq!(cufold::segment::Rows::new(2, 5).stride, 5);
+    /// ```
+    pub fn new(rows: usize, cols: usize) -> Rows {
+        Rows {
+            rows,
+            cols,
+            stride: cols,
+        }
+    }
+
+    /// The same rows with another stride (elements between row starts).
+    ///
+    /// ```
+    /// assert_eq!(cufold::segment::Rows::new(2, 5).stride(8).stride, 8);
+    /// ```
+    pub fn stride(mut self, stride: usize) -> Rows {
+        self.stride = stride;
+        self
+    }
+}
+
+/// How a [`SegmentReducer`] is built, builder style (`NAME(value)` sets, `get_NAME()`
+/// reads). It changes the speed, never the result.
+///
+/// ```
+/// use cufold::segment::{Schedule, SegmentConfig};
+/// let c = SegmentConfig::default().block(128).schedule(Some(Schedule::Block));
+/// assert_eq!((c.get_block(), c.get_schedule()), (128, Some(Schedule::Block)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SegmentConfig {
+    block: u32,
+    schedule: Option<Schedule>,
+}
+
+impl Default for SegmentConfig {
+    fn default() -> Self {
+        SegmentConfig {
+            block: 256,
+            schedule: None,
+        }
+    }
+}
+
+impl SegmentConfig {
+    /// Threads per block: a power of two from 32 to 1024 (default 256).
+    ///
+    /// ```
+    /// assert_eq!(cufold::segment::SegmentConfig::default().block(512).get_block(), 512);
+    /// ```
+    pub fn block(mut self, block: u32) -> Self {
+        self.block = block;
+        self
+    }
+
+    /// The block size this configuration asks for.
+    ///
+    /// ```
+    /// assert_eq!(cufold::segment::SegmentConfig::default().get_block(), 256);
+    /// ```
+    pub fn get_block(&self) -> u32 {
+        self.block
+    }
+
+    /// A schedule for every launch, instead of the planner's choice by length (`None`, the
+    /// default). [`Schedule::Whole`] applies to rows only; segments by offsets take
+    /// [`Schedule::Block`] then.
+    ///
+    /// ```
+    /// use cufold::segment::{Schedule, SegmentConfig};
+    /// assert_eq!(SegmentConfig::default().schedule(Some(Schedule::Warp)).get_schedule(), Some(Schedule::Warp));
+    /// ```
+    pub fn schedule(mut self, schedule: Option<Schedule>) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// The schedule this configuration forces, if any.
+    ///
+    /// ```
+    /// assert_eq!(cufold::segment::SegmentConfig::default().get_schedule(), None);
+    /// ```
+    pub fn get_schedule(&self) -> Option<Schedule> {
+        self.schedule
+    }
+}

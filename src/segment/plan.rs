@@ -1,0 +1,258 @@
+//! The segmented reduction's planner: pure functions from the segments' shape and the
+//! device's size to a schedule and a grid, unit-tested on the CPU.
+//!
+//! The schedule changes only the speed: every schedule computes each segment's canonical
+//! tree, so the bits are the same.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::gpu::DeviceProps;
+
+/// Who reduces a segment.
+///
+/// ```
+/// use cufold::segment::Schedule;
+/// assert_ne!(Schedule::Warp, Schedule::Block);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Schedule {
+    /// One warp per segment, the block's warps on different segments: for short segments
+    /// (many segments, a few tiles each at most).
+    Warp,
+    /// One block per segment: for segments of many tiles.
+    Block,
+    /// The whole-array [`Reducer`](crate::Reducer) once per segment, with as many blocks
+    /// as it plans (rows only, where there are too few rows to fill the device and each
+    /// is long).
+    Whole,
+}
+
+/// Mean segment length up to which a warp takes a segment ([`Schedule::Warp`]): 16 tiles
+/// of a warp (8192 f32).
+pub const WARP_MAX_MEAN: u64 = 8192;
+/// Length from which rows too few to fill the device go to the whole-array reducer.
+pub const WHOLE_MIN_LEN: u64 = 1 << 20;
+
+/// A launch of the segmented reduction.
+///
+/// ```
+/// use cufold::gpu::DeviceProps;
+/// use cufold::segment::{plan, Schedule};
+/// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
+/// let p = plan(1 << 24, 16 << 24, false, 256, &h100);
+/// assert_eq!(p.schedule, Schedule::Warp);
+/// assert!(p.grid <= 132 * 8 * 4);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SegmentPlan {
+    /// Who reduces a segment.
+    pub schedule: Schedule,
+    /// Blocks in the grid ([`Schedule::Whole`]: 0, the reducer plans its own launches).
+    pub grid: u64,
+}
+
+/// Plans the reduction of `segments` segments holding `total` elements between them
+/// (`rows`: all of the same length, as the rows of a matrix) with `block`-thread blocks.
+///
+/// - mean length `total / segments` up to [`WARP_MAX_MEAN`]: a warp per segment;
+/// - rows of at least [`WHOLE_MIN_LEN`] elements, fewer than the device has
+///   multiprocessors: the whole-array reducer, once per row, so that every multiprocessor
+///   works on every row;
+/// - otherwise a block per segment.
+///
+/// The grid is at most four waves of resident blocks; blocks take segments in turn (each
+/// group the segments `g, g + groups, ...`).
+///
+/// ```
+/// use cufold::gpu::DeviceProps;
+/// use cufold::segment::{plan, Schedule};
+/// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
+/// assert_eq!(plan(1 << 14, 1 << 28, true, 256, &h100).schedule, Schedule::Block);
+/// assert_eq!(plan(16, 16 << 24, true, 256, &h100).schedule, Schedule::Whole);
+/// assert_eq!(plan(16, 16 << 24, false, 256, &h100).schedule, Schedule::Block);
+/// assert_eq!(plan(3, 12, false, 256, &h100).grid, 1);
+/// ```
+pub fn plan(segments: u64, total: u64, rows: bool, block: u32, dev: &DeviceProps) -> SegmentPlan {
+    let mean = total / segments.max(1);
+    let schedule = if mean <= WARP_MAX_MEAN {
+        Schedule::Warp
+    } else if rows && mean >= WHOLE_MIN_LEN && segments < dev.sm_count as u64 {
+        Schedule::Whole
+    } else {
+        Schedule::Block
+    };
+    with_schedule(schedule, segments, block, dev)
+}
+
+/// The plan for a given `schedule` (a forced one, [`SegmentConfig::schedule`]): the grid
+/// that schedule takes for `segments` segments, at most four waves of resident blocks.
+///
+/// ```
+/// use cufold::gpu::DeviceProps;
+/// use cufold::segment::{with_schedule, Schedule};
+/// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
+/// assert_eq!(with_schedule(Schedule::Warp, 80, 256, &h100).grid, 10); // 8 warps a block
+/// assert_eq!(with_schedule(Schedule::Block, 80, 256, &h100).grid, 80);
+/// ```
+///
+/// [`SegmentConfig::schedule`]: super::SegmentConfig::schedule
+pub fn with_schedule(
+    schedule: Schedule,
+    segments: u64,
+    block: u32,
+    dev: &DeviceProps,
+) -> SegmentPlan {
+    let per_block = match schedule {
+        Schedule::Warp => block as u64 / 32,
+        _ => 1,
+    };
+    let waves = 4 * dev.sm_count as u64 * (dev.max_threads_per_sm / block).max(1) as u64;
+    let grid = match schedule {
+        Schedule::Whole => 0,
+        _ => segments.div_ceil(per_block).clamp(1, waves),
+    };
+    SegmentPlan { schedule, grid }
+}
+
+/// Checks the rows of a matrix against the input and output lengths.
+pub(crate) fn check_rows(rows: &super::Rows, len: usize, out: usize) -> Result<()> {
+    if rows.rows > 1 && rows.stride < rows.cols {
+        return Err(Error::new(
+            ErrorKind::InvalidConfig,
+            format!(
+                "a row stride of {} is shorter than a row ({} columns): rows would overlap",
+                rows.stride, rows.cols
+            ),
+        ));
+    }
+    let need = if rows.rows == 0 {
+        Some(0)
+    } else {
+        (rows.rows - 1)
+            .checked_mul(rows.stride)
+            .and_then(|v| v.checked_add(rows.cols))
+    };
+    match need {
+        Some(need) if need <= len => {}
+        _ => {
+            return Err(Error::new(
+                ErrorKind::LengthMismatch,
+                format!(
+                    "{} rows of {} columns with stride {} need {} elements, the input has {len}",
+                    rows.rows,
+                    rows.cols,
+                    rows.stride,
+                    need.map_or("more than 2^64".to_string(), |n| n.to_string())
+                ),
+            ))
+        }
+    }
+    if out != rows.rows {
+        return Err(Error::new(
+            ErrorKind::LengthMismatch,
+            format!(
+                "{} rows need an output of {} values, not {out}",
+                rows.rows, rows.rows
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the lengths of CSR offsets (`segments + 1` of them) and the output.
+pub(crate) fn check_offsets_len(offsets: usize, out: usize) -> Result<()> {
+    if offsets == 0 {
+        return Err(Error::new(
+            ErrorKind::LengthMismatch,
+            "offsets are empty: segment i is offsets[i]..offsets[i + 1], so n segments need n + 1 offsets",
+        ));
+    }
+    if out != offsets - 1 {
+        return Err(Error::new(
+            ErrorKind::LengthMismatch,
+            format!(
+                "{offsets} offsets make {} segments, but the output holds {out} values",
+                offsets - 1
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H100: DeviceProps = DeviceProps {
+        sm_count: 132,
+        max_threads_per_sm: 2048,
+    };
+
+    #[test]
+    fn the_planner_picks_by_mean_length() {
+        // The shapes of the issue: many short segments, a square matrix, few long rows.
+        assert_eq!(
+            plan(1 << 24, 1 << 28, false, 256, &H100).schedule,
+            Schedule::Warp
+        );
+        assert_eq!(
+            plan(1 << 14, 1 << 28, true, 256, &H100).schedule,
+            Schedule::Block
+        );
+        assert_eq!(
+            plan(16, 1 << 28, true, 256, &H100).schedule,
+            Schedule::Whole
+        );
+        // Ragged offsets never take the whole-array path: their lengths are on the device.
+        assert_eq!(
+            plan(16, 1 << 28, false, 256, &H100).schedule,
+            Schedule::Block
+        );
+        // Many long rows fill the device with a block each.
+        assert_eq!(
+            plan(1000, 1000 << 20, true, 256, &H100).schedule,
+            Schedule::Block
+        );
+        for (segments, total) in [(1u64, 1u64), (7, 0), (1 << 30, 1 << 32), (5, 1 << 40)] {
+            for rows in [false, true] {
+                let p = plan(segments, total, rows, 256, &H100);
+                if p.schedule != Schedule::Whole {
+                    assert!(p.grid >= 1 && p.grid <= 4 * 132 * 8, "{p:?}");
+                    let groups = p.grid * if p.schedule == Schedule::Warp { 8 } else { 1 };
+                    assert!(groups <= segments.max(1) + 7, "{p:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rows_and_offsets_are_checked() {
+        use super::super::Rows;
+        assert!(check_rows(&Rows::new(3, 4), 12, 3).is_ok());
+        assert!(check_rows(&Rows::new(3, 4).stride(5), 14, 3).is_ok());
+        let e = check_rows(&Rows::new(3, 4).stride(3), 100, 3).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+        assert!(e.to_string().contains("stride of 3"));
+        let e = check_rows(&Rows::new(3, 4).stride(5), 13, 3).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+        assert!(e.to_string().contains("need 14 elements, the input has 13"));
+        assert_eq!(
+            check_rows(&Rows::new(3, 4), 12, 2).unwrap_err().kind(),
+            ErrorKind::LengthMismatch
+        );
+        let huge = Rows::new(usize::MAX, 2).stride(2);
+        assert_eq!(
+            check_rows(&huge, 10, usize::MAX).unwrap_err().kind(),
+            ErrorKind::LengthMismatch
+        );
+        assert!(check_rows(&Rows::new(0, 4), 0, 0).is_ok());
+        assert!(check_offsets_len(4, 3).is_ok());
+        assert_eq!(
+            check_offsets_len(0, 0).unwrap_err().kind(),
+            ErrorKind::LengthMismatch
+        );
+        assert!(check_offsets_len(4, 4)
+            .unwrap_err()
+            .to_string()
+            .contains("4 offsets make 3 segments"));
+    }
+}

@@ -1,0 +1,170 @@
+//! CPU tests of segmented reductions: every segment's result has the bits of the
+//! whole-array reduction of that segment alone, for ragged offsets and for rows of a strided
+//! matrix, on every thread count; bad input gets clear errors before any work.
+
+mod common;
+use common::*;
+use cufold::ops::*;
+use cufold::segment::Rows;
+use cufold::{Cpu, DeviceValue, ErrorKind};
+
+/// Ragged segment lengths: empty, tiny, around powers of two and the CPU's leaf (4096),
+/// and one past 2^20 (reduced on all threads when segments are few).
+const LENGTHS: &[usize] = &[0, 1, 2, 3, 7, 31, 32, 33, 0, 4095, 4096, 4097, 70_001, 5, 0];
+
+/// CSR offsets starting at `base` for these lengths.
+fn offsets(base: u64, lengths: &[usize]) -> Vec<u64> {
+    let mut o = vec![base];
+    for &l in lengths {
+        o.push(o.last().unwrap() + l as u64);
+    }
+    o
+}
+
+/// What the whole-array reduction of each segment gives: `None` where it errors for an
+/// empty input.
+fn expected<T: DeviceValue, O: Operator<T>>(
+    x: &[T],
+    offsets: &[u64],
+    op: O,
+) -> Vec<Option<O::Out>> {
+    offsets
+        .windows(2)
+        .map(
+            |w| match Cpu::new().reduce(&x[w[0] as usize..w[1] as usize], op) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    assert_eq!(e.kind(), ErrorKind::EmptyInput);
+                    None
+                }
+            },
+        )
+        .collect()
+}
+
+fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
+    let s = seed(test);
+    let mut lengths = LENGTHS.to_vec();
+    // Many short segments too, so that threads take runs of them.
+    let mut r = Rng(s ^ 1);
+    lengths.extend((0..3000).map(|_| (r.next() % 40) as usize));
+    let off = offsets(3, &lengths);
+    let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
+    let want = expected(&x, &off, op);
+    for threads in [1, 3, 16] {
+        let got = Cpu::with_threads(threads)
+            .reduce_segments(&x, &off, op)
+            .unwrap();
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                same(g, w),
+                "{} over {}, segment {i} ({} threads): {g:?} != {w:?}",
+                O::NAME,
+                T::cuda_name(),
+                threads
+            );
+        }
+    }
+    // Fewer segments than threads: each reduced on all of them.
+    let few = offsets(3, &[70_001, 0, 4097]);
+    let got = Cpu::with_threads(16).reduce_segments(&x, &few, op).unwrap();
+    for (i, (g, w)) in got.iter().zip(&expected(&x, &few, op)).enumerate() {
+        assert!(
+            same(g, w),
+            "{} over {}, segment {i} of 3: {g:?} != {w:?}",
+            O::NAME,
+            T::cuda_name()
+        );
+    }
+    // Rows of a strided view: row r is x[5 + r * 131..][..120].
+    let rows = Rows::new(40, 120).stride(131);
+    let got = Cpu::new().reduce_rows(&x[5..], rows, op).unwrap();
+    for (r, g) in got.iter().enumerate() {
+        let lo = 5 + r * 131;
+        let w = Cpu::new().reduce(&x[lo..lo + 120], op).unwrap();
+        assert!(
+            same(g, &w),
+            "{} over {}, row {r}: {g:?} != {w:?}",
+            O::NAME,
+            T::cuda_name()
+        );
+    }
+}
+
+#[test]
+fn segments_have_the_bits_of_their_whole_array_reduction() {
+    check::<f32, _>(Sum, "f32 sum");
+    check::<f32, _>(ArgMax, "f32 argmax");
+    check::<f32, _>(MeanVar, "f32 meanvar");
+    check::<f32, _>(Div2Mean, "f32 div2mean");
+    check::<f64, _>(Mean, "f64 mean");
+    check::<cufold::f16, _>(Max, "f16 max");
+    check::<i32, _>(Sum, "i32 sum");
+    check::<u8, _>(WideSum, "u8 widesum");
+    check::<Affine<f32>, _>(Compose, "affine f32"); // not commutative: order within segments
+}
+
+#[test]
+fn positions_are_places_in_the_segment_and_empty_segments_follow_the_operator() {
+    let x = [5.0f32, 1.0, 9.0, /* */ 2.0, 8.0, /* */ 7.0];
+    let cpu = Cpu::new();
+    let arg = cpu.reduce_segments(&x, &[0, 3, 3, 5, 6], ArgMax).unwrap();
+    assert_eq!(
+        arg.iter().map(|a| a.map(|a| a.index)).collect::<Vec<_>>(),
+        [Some(2), None, Some(1), Some(0)]
+    );
+    let sums = cpu.reduce_segments(&x, &[0, 3, 3, 5, 6], Sum).unwrap();
+    assert_eq!(sums, [Some(15.0), Some(0.0), Some(10.0), Some(7.0)]);
+    let cols = cpu.reduce_rows(&x[..6], Rows::new(2, 3), ArgMin).unwrap();
+    assert_eq!((cols[0].index, cols[1].index), (1, 0));
+    // Zero columns: Sum gives its empty value per row, Max has none.
+    assert_eq!(cpu.reduce_rows(&x, Rows::new(3, 0), Sum).unwrap(), [0.0; 3]);
+    assert_eq!(
+        cpu.reduce_rows(&x, Rows::new(3, 0), Max)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::EmptyInput
+    );
+    assert!(cpu
+        .reduce_rows(&x, Rows::new(0, 3), Max)
+        .unwrap()
+        .is_empty());
+    assert!(cpu.reduce_segments(&x, &[4], Max).unwrap().is_empty());
+}
+
+#[test]
+fn bad_segments_are_errors_before_any_work() {
+    let x = [1.0f64; 10];
+    let cpu = Cpu::new();
+    let e = cpu.reduce_segments(&x, &[], Sum).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+    assert!(e.to_string().contains("n + 1 offsets"), "{e}");
+    let e = cpu.reduce_segments(&x, &[0, 4, 3, 10], Sum).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+    assert!(
+        e.to_string().contains("offsets[1] = 4 > offsets[2] = 3"),
+        "{e}"
+    );
+    let e = cpu.reduce_segments(&x, &[0, 4, 11], Sum).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+    assert!(
+        e.to_string().contains("end at 11, past the input's 10"),
+        "{e}"
+    );
+    let e = cpu
+        .reduce_rows(&x, Rows::new(3, 4).stride(2), Sum)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+    assert!(
+        e.to_string()
+            .contains("stride of 2 is shorter than a row (4 columns)"),
+        "{e}"
+    );
+    let e = cpu.reduce_rows(&x, Rows::new(3, 4), Sum).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+    assert!(
+        e.to_string().contains("need 12 elements, the input has 10"),
+        "{e}"
+    );
+}

@@ -1,0 +1,307 @@
+//! GPU tests of segmented reductions: every segment's result, on every schedule (a warp or a
+//! block per segment, the whole-array reducer per row), has the bits of the CPU's reduction
+//! of that segment alone; segments straddle tiles and blocks, start at unaligned positions,
+//! and outnumber the grid. They need a CUDA device, so they are ignored by a plain
+//! `cargo test`; run them with `--include-ignored`.
+
+mod common;
+use common::*;
+use cudarc::driver::CudaSlice;
+use cufold::ops::*;
+use cufold::segment::{Rows, Schedule, SegmentConfig};
+use cufold::{Cpu, DeviceValue, ErrorKind};
+
+const SCHEDULES: [Option<Schedule>; 3] = [None, Some(Schedule::Warp), Some(Schedule::Block)];
+
+/// Ragged lengths around a warp's tile (512 f32 positions) and a 256-thread block's (4096),
+/// and long enough for a tile count that is not a power of two (70 001).
+const LENGTHS: &[usize] = &[
+    0, 1, 2, 3, 31, 32, 33, 511, 512, 513, 0, 1535, 1537, 4095, 4096, 4097, 70_001, 5, 0,
+];
+
+fn offsets(base: u64, lengths: &[usize]) -> Vec<u64> {
+    let mut o = vec![base];
+    for &l in lengths {
+        o.push(o.last().unwrap() + l as u64);
+    }
+    o
+}
+
+fn download<T: DeviceValue>(d: &CudaSlice<T>) -> Vec<T> {
+    if d.is_empty() {
+        Vec::new()
+    } else {
+        gpu().stream().clone_dtoh(d).unwrap()
+    }
+}
+
+/// The CPU's whole-array reduction of each segment (`None` where it has no value).
+fn expected<T: DeviceValue, O: Operator<T>>(
+    x: &[T],
+    offsets: &[u64],
+    op: O,
+) -> Vec<Option<O::Out>> {
+    offsets
+        .windows(2)
+        .map(|w| Cpu::new().reduce(&x[w[0] as usize..w[1] as usize], op).ok())
+        .collect()
+}
+
+/// GPU outputs against the expected ones; a `None` must have left the poisoned output alone.
+fn compare<X: std::fmt::Debug + DeviceValue>(what: &str, got: &[X], want: &[Option<X>]) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        match w {
+            Some(w) => assert!(same(g, w), "{what}, segment {i}: GPU {g:?}, CPU {w:?}"),
+            None => assert!(
+                same(g, &poison::<X>()),
+                "{what}, segment {i}: empty, but written: {g:?}"
+            ),
+        }
+    }
+}
+
+fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
+    let g = gpu();
+    let s = seed(test);
+    let mut lengths = LENGTHS.to_vec();
+    let mut r = Rng(s ^ 1);
+    lengths.extend((0..500).map(|_| (r.next() % 70) as usize));
+    let off = offsets(3, &lengths);
+    let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
+    let want = expected(&x, &off, op);
+    compare(
+        &format!("{} over {} on the CPU", O::NAME, T::cuda_name()),
+        &Cpu::new()
+            .reduce_segments(&x, &off, op)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.unwrap_or_else(poison))
+            .collect::<Vec<_>>(),
+        &want,
+    );
+    let xd = upload(g, &x);
+    let od = upload(g, &off);
+    for schedule in SCHEDULES {
+        let r = g
+            .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+            .unwrap();
+        let mut out = upload(g, &vec![poison::<O::Out>(); lengths.len()]);
+        r.reduce_segments_into(&xd, &od, &mut out).unwrap();
+        let what = format!("{} over {}, offsets, {schedule:?}", O::NAME, T::cuda_name());
+        compare(&what, &download(&out), &want);
+    }
+    // Rows of a view at an odd offset: row r is x[5 + r * 4099..][..4097] (straddles a
+    // block's tile), and short rows (40 of 33) for the warp schedule.
+    let view = xd.slice(5..);
+    for rows in [
+        Rows::new(12, 4097).stride(4099),
+        Rows::new(40, 33).stride(37),
+    ] {
+        let want: Vec<Option<O::Out>> = (0..rows.rows)
+            .map(|r| {
+                let lo = 5 + r * rows.stride;
+                Some(Cpu::new().reduce(&x[lo..lo + rows.cols], op).unwrap())
+            })
+            .collect();
+        for schedule in [
+            None,
+            Some(Schedule::Warp),
+            Some(Schedule::Block),
+            Some(Schedule::Whole),
+        ] {
+            let r = g
+                .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+                .unwrap();
+            let mut out = upload(g, &vec![poison::<O::Out>(); rows.rows]);
+            r.reduce_rows_into(&view, rows, &mut out).unwrap();
+            let what = format!(
+                "{} over {}, {rows:?}, {schedule:?}",
+                O::NAME,
+                T::cuda_name()
+            );
+            compare(&what, &download(&out), &want);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn f32_segments_have_the_cpu_bits() {
+    check::<f32, _>(Sum, "f32 sum");
+    check::<f32, _>(ArgMax, "f32 argmax");
+    check::<f32, _>(MeanVar, "f32 meanvar");
+    check::<f32, _>(Div2Mean, "f32 div2mean");
+    check::<f32, _>(Min, "f32 min");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn f64_and_half_segments_have_the_cpu_bits() {
+    check::<f64, _>(Sum, "f64 sum");
+    check::<f64, _>(ArgMin, "f64 argmin");
+    check::<cufold::f16, _>(Sum, "f16 sum");
+    check::<cufold::f16, _>(Max, "f16 max");
+    check::<cufold::bf16, _>(Sum, "bf16 sum");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn integer_segments_have_the_cpu_bits() {
+    check::<i32, _>(Sum, "i32 sum");
+    check::<u8, _>(WideSum, "u8 widesum");
+    check::<u8, _>(ArgMax, "u8 argmax");
+    check::<i64, _>(Prod, "i64 prod");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn non_commutative_segments_keep_their_order() {
+    check::<Affine<f32>, _>(Compose, "affine f32");
+    check::<Affine<f64>, _>(Compose, "affine f64");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn many_segments_outnumber_the_grid() {
+    // 200 000 segments of 0..40 elements: more than four waves of warps or blocks, so
+    // groups take several segments each.
+    let g = gpu();
+    let s = seed("many_segments_outnumber_the_grid");
+    let mut r = Rng(s);
+    let lengths: Vec<usize> = (0..200_000).map(|_| (r.next() % 40) as usize).collect();
+    let off = offsets(0, &lengths);
+    let x: Vec<f32> = data(*off.last().unwrap() as usize, s);
+    let want = expected(&x, &off, Max);
+    let (xd, od) = (upload(g, &x), upload(g, &off));
+    for schedule in SCHEDULES {
+        let r = g
+            .segment_reducer_with::<f32, _>(Max, SegmentConfig::default().schedule(schedule))
+            .unwrap();
+        let mut out = upload(g, &vec![poison::<f32>(); lengths.len()]);
+        r.reduce_segments_into(&xd, &od, &mut out).unwrap();
+        compare(
+            &format!("200 000 segments, {schedule:?}"),
+            &download(&out),
+            &want,
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn invalid_device_offsets_read_and_write_nothing_outside() {
+    // Decreasing, past the end, far past the end: those segments are skipped; the valid
+    // ones around them are right; nothing else is written.
+    let g = gpu();
+    let x: Vec<f32> = (0..30).map(|i| i as f32).collect();
+    let off: Vec<u64> = vec![0, 10, 5, 20, 1 << 40, 30, 31];
+    let (xd, od) = (upload(g, &x), upload(g, &off));
+    for schedule in SCHEDULES {
+        let r = g
+            .segment_reducer_with::<f32, _>(Sum, SegmentConfig::default().schedule(schedule))
+            .unwrap();
+        // One guard value after the six outputs: it must survive.
+        let mut out = upload(g, &[-1.0f32; 7]);
+        let mut six = out.slice_mut(..6);
+        r.reduce_segments_into(&xd, &od, &mut six).unwrap();
+        let host = download(&out);
+        assert_eq!(
+            host,
+            [45.0, -1.0, 180.0, -1.0, -1.0, -1.0, -1.0],
+            "{schedule:?}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn bad_segment_calls_are_errors_before_any_launch() {
+    let g = gpu();
+    let x = upload(g, &[1.0f32; 10]);
+    let r = g.segment_reducer::<f32, _>(Max).unwrap();
+    let mut out = upload(g, &[0.0f32; 3]);
+    let e = r
+        .reduce_rows_into(&x, Rows::new(3, 4), &mut out)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+    assert!(
+        e.to_string().contains("need 12 elements, the input has 10"),
+        "{e}"
+    );
+    let e = r
+        .reduce_rows_into(&x, Rows::new(3, 3).stride(2), &mut out)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+    let e = r
+        .reduce_rows_into(&x, Rows::new(3, 0), &mut out)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::EmptyInput);
+    let mut two = upload(g, &[0.0f32; 2]);
+    let e = r
+        .reduce_rows_into(&x, Rows::new(3, 3), &mut two)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+    let off = upload(g, &[0u64, 2, 4, 6]);
+    let e = r.reduce_segments_into(&x, &off, &mut two).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+    assert!(
+        e.to_string()
+            .contains("4 offsets make 3 segments, but the output holds 2"),
+        "{e}"
+    );
+    let none = upload(g, &[] as &[u64]);
+    let mut empty = upload(g, &[] as &[f32]);
+    assert_eq!(
+        r.reduce_segments_into(&x, &none, &mut empty)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::LengthMismatch
+    );
+    // Zero columns with an empty value: every row gets it.
+    let mut sums = upload(g, &[7.0f32; 3]);
+    g.segment_reducer::<f32, _>(Sum)
+        .unwrap()
+        .reduce_rows_into(&x, Rows::new(3, 0), &mut sums)
+        .unwrap();
+    assert_eq!(download(&sums), [0.0; 3]);
+}
+
+#[test]
+#[ignore = "needs NVRTC (part of the CUDA toolkit)"]
+fn every_builtin_segment_kernel_compiles_for_hopper() {
+    if !compile_only_test_runs("every_builtin_segment_kernel_compiles_for_hopper") {
+        return;
+    }
+    fn build<T: DeviceValue, O: Operator<T>>(op: O) {
+        let shape = cufold::reduce::ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap();
+        for group in [32, 256] {
+            if let Err(e) = cufold::segment::compile_kernel(
+                &op.cuda(),
+                op.params().bytes().len(),
+                &shape,
+                group,
+                "sm_90",
+            ) {
+                panic!("{} over {} (group {group}): {e}", O::NAME, T::cuda_name());
+            }
+        }
+    }
+    let mut jobs: Vec<Job> = Vec::new();
+    macro_rules! all {
+        ($($t:ty),*) => {$(
+            jobs.push(Box::new(|| {
+                build::<$t, _>(Sum); build::<$t, _>(Prod); build::<$t, _>(Min); build::<$t, _>(Max);
+                build::<$t, _>(MinMax); build::<$t, _>(ArgMin); build::<$t, _>(ArgMax);
+                build::<$t, _>(WideSum); build::<$t, _>(Mean); build::<$t, _>(MeanVar);
+            }));
+        )*};
+    }
+    all!(f32, f64, cufold::f16, cufold::bf16, i32, i64, u8);
+    jobs.push(Box::new(|| {
+        build::<f32, _>(Div2Mean);
+        build::<Affine<f32>, _>(Compose);
+        build::<Mat2<f64>, _>(MatMul);
+    }));
+    run_parallel(jobs);
+}
