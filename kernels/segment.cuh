@@ -5,8 +5,9 @@
 // (docs/ARCHITECTURE.md) over its own hi - lo positions, lifted with their place in the
 // segment (0 .. hi - lo), as the whole-array reduction of that segment alone would give:
 //
-//   group    GROUP threads per segment (one warp, or the whole block), segments taken in
-//            turn (grid-stride);
+//   group    GROUP threads per segment (one thread, one warp, or the whole block),
+//            segments taken in turn (grid-stride); a lone thread runs cf::thread_tree,
+//            and hands segments longer than CF_THREAD_MAX to its whole warp;
 //   tile     GROUP * K * VEC positions (a power of two): cf::tile_reduce_at, the same tile
 //            tree as the whole-array kernel, cut at next_pow2(hi - lo) for a short segment;
 //   tiles    for a longer segment, the tile trees in order on a binary counter in the
@@ -87,37 +88,102 @@ __device__ __forceinline__ typename Op::Acc segment_tree(const Op& op, const Loa
     return stack[63 - __clzll((long long)padded)];
 }
 
+// The canonical tree over the n >= 1 values at x, by one thread (lifted with their place
+// 0 .. n - 1): each value joins a binary counter of completed aligned blocks, as the tiles
+// do in segment_tree, and absent positions up to next_pow2(n) complete it the same way.
+template <class Op>
+__device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const typename Op::In* __restrict__ x, u64 n) {
+    typedef typename Op::Acc Acc;
+    Acc stack[64];
+    for (u64 i = 0; i < n; ++i) {
+        Acc v = op.lift(x[i], i);
+        int l = 0;
+        for (; (i >> l) & 1; ++l) v = op.combine(stack[l], v);
+        stack[l] = v;
+    }
+    const u64 p = next_pow2(n);
+    for (u64 i = n; i < p;) {
+        int l = __ffsll((long long)i) - 1;
+        const u64 size = 1ull << l;
+        Acc v = op.combine(stack[l], op.identity());
+        for (++l; (i >> l) & 1; ++l) v = op.combine(stack[l], v);
+        stack[l] = v;
+        i += size;
+    }
+    return stack[63 - __clzll((long long)p)];
+}
+
 }  // namespace cf
 
 #ifdef CF_SEGMENT_KERNEL
-// Instantiated by the generated source, which defines CF_OP, CF_BLOCK, CF_GROUP (32 or
+// Instantiated by the generated source, which defines CF_OP, CF_BLOCK, CF_GROUP (1, 32 or
 // CF_BLOCK: threads per segment), CF_K, CF_VEC and CF_OP_BYTES.
 typedef CF_OP cf_op_t;
 typedef cf_op_t::In cf_in_t;
 typedef cf_op_t::Acc cf_acc_t;
 typedef cf_op_t::Out cf_out_t;
 
+// Segment s's bounds; false for offsets that are not a segment of the input (decreasing, or
+// past its end): such a segment is not read and its output not written.
+__device__ __forceinline__ bool cf_bounds(cf::u64 s, cf::u64 n, const cf::u64* __restrict__ offsets, cf::u64 stride,
+                                          cf::u64 cols, cf::u64& lo, cf::u64& hi) {
+    if (offsets) {
+        lo = offsets[s];
+        hi = offsets[s + 1];
+    } else {
+        lo = s * stride;
+        hi = lo + cols;
+    }
+    return lo <= hi && hi <= n;
+}
+
+// A lone thread takes segments up to this long; a warp takes the longer ones its lanes drew.
+#define CF_THREAD_MAX 256
+
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, const cf::u64* __restrict__ offsets,
                   cf::u64 stride, cf::u64 cols, unsigned write_empty, cf_out_t* out,
                   const cf::OpBytes<CF_OP_BYTES> op_bytes) {
-    static_assert(CF_GROUP == 32 || CF_GROUP == CF_BLOCK, "a segment takes a warp or the whole block");
-    constexpr int GROUPS = CF_BLOCK / CF_GROUP;
-    __shared__ cf_acc_t smem[2][CF_GROUP / 32];
+    static_assert(CF_GROUP == 1 || CF_GROUP == 32 || CF_GROUP == CF_BLOCK,
+                  "a segment takes a thread, a warp or the whole block");
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
-    const int group = (int)(threadIdx.x / CF_GROUP), warp = (int)((threadIdx.x % CF_GROUP) >> 5);
+#if CF_GROUP == 1
+    // Lane l of a warp takes segment base + l; segments longer than CF_THREAD_MAX (ragged
+    // lengths with a long tail) are then reduced by the whole warp, one after another, so
+    // that one lane never reads a long segment alone. The bits are the same either way.
+    __shared__ cf_acc_t smem[2][1];  // unused by a one-warp group, which has no block stage
+    const int lane = threadIdx.x & 31;
+    const cf::u64 step = (cf::u64)gridDim.x * CF_BLOCK;
+    for (cf::u64 base = (cf::u64)blockIdx.x * CF_BLOCK + (threadIdx.x & ~31u); base < segments; base += step) {
+        const cf::u64 s = base + lane;
+        cf::u64 lo = 0, hi = 0;
+        const bool valid = s < segments && cf_bounds(s, n, offsets, stride, cols, lo, hi);
+        const bool longer = valid && hi - lo > CF_THREAD_MAX;
+        if (valid && !longer) {
+            if (hi > lo)
+                out[s] = op.finish(cf::thread_tree(op, x + lo, hi - lo), hi - lo);
+            else if (write_empty)
+                out[s] = op.finish(op.identity(), 0);
+        }
+        for (unsigned mask = __ballot_sync(~0u, longer); mask; mask &= mask - 1) {
+            const int j = __ffs(mask) - 1;
+            const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j);
+            const cf::SegmentLoader<cf_op_t, CF_VEC> ld{x + a, b - a, (reinterpret_cast<unsigned long long>(x + a) & 15) == 0};
+            unsigned calls = 0;
+            const cf_acc_t r = cf::segment_tree<cf_op_t, 32, CF_K, CF_VEC>(op, ld, b - a, smem, 0, calls);
+            if (lane == 0) out[base + j] = op.finish(r, b - a);
+        }
+    }
+#else
+    constexpr int GROUPS = CF_BLOCK / CF_GROUP;
+    const int group = (int)(threadIdx.x / CF_GROUP);
     const bool leader = (threadIdx.x % CF_GROUP) == 0;
+    __shared__ cf_acc_t smem[2][CF_GROUP / 32];
+    const int warp = (int)((threadIdx.x % CF_GROUP) >> 5);
     unsigned calls = 0;
     for (cf::u64 s = (cf::u64)blockIdx.x * GROUPS + group; s < segments; s += (cf::u64)gridDim.x * GROUPS) {
         cf::u64 lo, hi;
-        if (offsets) {
-            lo = offsets[s];
-            hi = offsets[s + 1];
-        } else {
-            lo = s * stride;
-            hi = lo + cols;
-        }
-        if (hi < lo || hi > n) continue;  // invalid offsets: nothing read, nothing written
+        if (!cf_bounds(s, n, offsets, stride, cols, lo, hi)) continue;
         if (hi == lo) {
             if (write_empty && leader) out[s] = op.finish(op.identity(), 0);
             continue;
@@ -126,5 +192,6 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         const cf_acc_t r = cf::segment_tree<cf_op_t, CF_GROUP, CF_K, CF_VEC>(op, ld, hi - lo, smem, warp, calls);
         if (leader) out[s] = op.finish(r, hi - lo);
     }
+#endif
 }
 #endif

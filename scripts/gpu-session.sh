@@ -11,6 +11,8 @@
 #                                        N sweeps, small inputs, scans) beside torch, CuPy (CUB)
 #                                        and a copy, same call
 #   bash scripts/gpu-session.sh examples the examples that need a GPU
+#   bash scripts/gpu-session.sh segment  segmented reductions across shapes beside PyTorch and
+#                                        CuPy (scripts/segment_peers.py), same call
 #   bash scripts/gpu-session.sh mc       fused Monte Carlo samples/s beside PyTorch's
 #                                        (scripts/mc_peers.py), same call
 set -uo pipefail
@@ -21,7 +23,7 @@ trap pack EXIT
 export CUFOLD_CACHE_DIR=/tmp/cufold-cache
 # Benches are staged as test-* binaries (cargo builds them in the test profile); they are not
 # tests, so take them out of the test run.
-for b in reduce gpu_reduce gpu_scan gpu_monte_carlo; do
+for b in reduce gpu_reduce gpu_scan gpu_monte_carlo gpu_segment; do
   [[ -e .gpu/bin/test-$b ]] && mv ".gpu/bin/test-$b" ".gpu/bin/bench-$b"
 done
 # The proc-macro crate's own unit tests link the Rust toolchain's libstd dynamically, which
@@ -50,6 +52,12 @@ tests | full)
   } | tee "$out/tests.txt"
   cat "$out"/test-*.txt | sed -n 's/^test \(.*\) \.\.\. ok <\([0-9.]*\)s>$/\2 \1/p' | sort -rn > "$out/times.txt"
   head -12 "$out/times.txt"
+  ;;
+segment)
+  .gpu/bin/bench-gpu_segment --json "$out/segment.json" > "$out/segment.txt" 2>&1
+  echo "cufold exit $?"; grep -E 'MISMATCH|rror|GB/s' "$out/segment.txt"
+  python3 scripts/segment_peers.py --json "$out/peers_segment.json" > "$out/peers_segment.txt" 2>&1
+  echo "peers exit $?"; cat "$out/peers_segment.txt"
   ;;
 reduce)
   .gpu/bin/bench-gpu_reduce --log2 24,28 --json "$out/reduce.json" > "$out/reduce.txt" 2>&1

@@ -1,5 +1,5 @@
-//! GPU tests of segmented reductions: every segment's result, on every schedule (a warp or a
-//! block per segment, the whole-array reducer per row), has the bits of the CPU's reduction
+//! GPU tests of segmented reductions: every segment's result, on every schedule (a thread,
+//! a warp or a block per segment, the whole-array reducer per row), has the bits of the CPU's reduction
 //! of that segment alone; segments straddle tiles and blocks, start at unaligned positions,
 //! and outnumber the grid. They need a CUDA device, so they are ignored by a plain
 //! `cargo test`; run them with `--include-ignored`.
@@ -11,12 +11,19 @@ use cufold::ops::*;
 use cufold::segment::{Rows, Schedule, SegmentConfig};
 use cufold::{Cpu, DeviceValue, ErrorKind};
 
-const SCHEDULES: [Option<Schedule>; 3] = [None, Some(Schedule::Warp), Some(Schedule::Block)];
+const SCHEDULES: [Option<Schedule>; 4] = [
+    None,
+    Some(Schedule::Thread),
+    Some(Schedule::Warp),
+    Some(Schedule::Block),
+];
 
-/// Ragged lengths around a warp's tile (512 f32 positions) and a 256-thread block's (4096),
+/// Ragged lengths around a lone thread's limit (256), a warp's tile (512 f32 positions) and a
+/// 256-thread block's (4096),
 /// and long enough for a tile count that is not a power of two (70 001).
 const LENGTHS: &[usize] = &[
-    0, 1, 2, 3, 31, 32, 33, 511, 512, 513, 0, 1535, 1537, 4095, 4096, 4097, 70_001, 5, 0,
+    0, 1, 2, 3, 31, 32, 33, 255, 256, 257, 511, 512, 513, 0, 1535, 1537, 4095, 4096, 4097, 70_001,
+    5, 0,
 ];
 
 fn offsets(base: u64, lengths: &[usize]) -> Vec<u64> {
@@ -275,7 +282,7 @@ fn every_builtin_segment_kernel_compiles_for_hopper() {
     }
     fn build<T: DeviceValue, O: Operator<T>>(op: O) {
         let shape = cufold::reduce::ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap();
-        for group in [32, 256] {
+        for group in [1, 32, 256] {
             if let Err(e) = cufold::segment::compile_kernel(
                 &op.cuda(),
                 op.params().bytes().len(),

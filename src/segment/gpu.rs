@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 /// The full CUDA source of the segmented reduction kernel for `op` (whose run-time
 /// parameters are `param_bytes` long), with `shape`'s block size and loads, and `group`
-/// threads per segment (32, or the whole block).
+/// threads per segment (1, 32, or the whole block).
 ///
 /// ```
 /// use cufold::ops::{Operator, Sum};
@@ -88,6 +88,7 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
     param_bytes: usize,
     config: SegmentConfig,
     shape: ReduceShape,
+    thread: OnceLock<CudaFunction>,
     warp: OnceLock<CudaFunction>,
     block: OnceLock<CudaFunction>,
     whole: OnceLock<Reducer<T, O>>,
@@ -117,6 +118,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             param_bytes: params.bytes().len(),
             config,
             shape,
+            thread: OnceLock::new(),
             warp: OnceLock::new(),
             block: OnceLock::new(),
             whole: OnceLock::new(),
@@ -142,7 +144,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
     /// let r = gpu.segment_reducer::<f32, _>(cufold::ops::Sum)?;
-    /// assert_eq!(r.plan(1 << 20, 16 << 20, false).schedule, cufold::segment::Schedule::Warp);
+    /// assert_eq!(r.plan(1 << 20, 16 << 20, false).schedule, cufold::segment::Schedule::Thread);
+    /// assert_eq!(r.plan(1 << 14, 1 << 24, true).schedule, cufold::segment::Schedule::Warp);
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn plan(&self, segments: u64, total: u64, rows: bool) -> SegmentPlan {
@@ -170,7 +173,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     /// let gpu = cufold::Gpu::open(0)?;
     /// // Column of the largest element of each row of a 2 x 3 view of a 2 x 4 matrix.
     /// let x = gpu.stream().clone_htod(&[1.0f32, 9.0, 2.0, 0.0, 7.0, 3.0, 8.0, 0.0]).unwrap();
-    /// let mut out = gpu.stream().alloc_zeros::<cufold::ops::ArgValue<f32>>(2).unwrap();
+    /// let mut out = gpu.stream().alloc_zeros::<cufold::ops::Indexed<f32>>(2).unwrap();
     /// gpu.segment_reducer::<f32, _>(ops::ArgMax)?.reduce_rows_into(&x, Rows::new(2, 3).stride(4), &mut out)?;
     /// let host = gpu.stream().clone_dtoh(&out).unwrap();
     /// assert_eq!((host[0].index, host[1].index), (1, 2));
@@ -281,6 +284,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
 
     fn function(&self, schedule: Schedule) -> Result<&CudaFunction> {
         let (cell, group) = match schedule {
+            Schedule::Thread => (&self.thread, 1),
             Schedule::Warp => (&self.warp, 32),
             _ => (&self.block, self.config.get_block()),
         };

@@ -40,7 +40,9 @@ mod gpu;
 mod plan;
 
 pub use gpu::{compile_kernel, kernel_source, SegmentReducer};
-pub use plan::{plan, with_schedule, Schedule, SegmentPlan, WARP_MAX_MEAN, WHOLE_MIN_LEN};
+pub use plan::{
+    plan, with_schedule, Schedule, SegmentPlan, THREAD_MAX_MEAN, WARP_MAX_MEAN, WHOLE_MIN_LEN,
+};
 
 /// The rows of a row-major matrix inside a buffer: `rows` rows of `cols` elements, row `r`
 /// starting at element `r * stride` (a view of a wider matrix when `stride > cols`).

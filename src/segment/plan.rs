@@ -15,6 +15,11 @@ use crate::gpu::DeviceProps;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Schedule {
+    /// One thread per segment, the block's threads on different segments: for very short
+    /// segments (a few elements each), where a warp would leave most lanes idle. A segment
+    /// longer than 256 elements (the long tail of ragged lengths) goes to the warp of the
+    /// thread that drew it.
+    Thread,
     /// One warp per segment, the block's warps on different segments: for short segments
     /// (many segments, a few tiles each at most).
     Warp,
@@ -26,6 +31,8 @@ pub enum Schedule {
     Whole,
 }
 
+/// Mean segment length up to which a thread takes a segment ([`Schedule::Thread`]).
+pub const THREAD_MAX_MEAN: u64 = 64;
 /// Mean segment length up to which a warp takes a segment ([`Schedule::Warp`]): 16 tiles
 /// of a warp (8192 f32).
 pub const WARP_MAX_MEAN: u64 = 8192;
@@ -39,7 +46,7 @@ pub const WHOLE_MIN_LEN: u64 = 1 << 20;
 /// use cufold::segment::{plan, Schedule};
 /// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
 /// let p = plan(1 << 24, 16 << 24, false, 256, &h100);
-/// assert_eq!(p.schedule, Schedule::Warp);
+/// assert_eq!(p.schedule, Schedule::Thread);
 /// assert!(p.grid <= 132 * 8 * 4);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -53,7 +60,8 @@ pub struct SegmentPlan {
 /// Plans the reduction of `segments` segments holding `total` elements between them
 /// (`rows`: all of the same length, as the rows of a matrix) with `block`-thread blocks.
 ///
-/// - mean length `total / segments` up to [`WARP_MAX_MEAN`]: a warp per segment;
+/// - mean length `total / segments` up to [`THREAD_MAX_MEAN`]: a thread per segment;
+/// - up to [`WARP_MAX_MEAN`]: a warp per segment;
 /// - rows of at least [`WHOLE_MIN_LEN`] elements, fewer than the device has
 ///   multiprocessors: the whole-array reducer, once per row, so that every multiprocessor
 ///   works on every row;
@@ -73,7 +81,9 @@ pub struct SegmentPlan {
 /// ```
 pub fn plan(segments: u64, total: u64, rows: bool, block: u32, dev: &DeviceProps) -> SegmentPlan {
     let mean = total / segments.max(1);
-    let schedule = if mean <= WARP_MAX_MEAN {
+    let schedule = if mean <= THREAD_MAX_MEAN {
+        Schedule::Thread
+    } else if mean <= WARP_MAX_MEAN {
         Schedule::Warp
     } else if rows && mean >= WHOLE_MIN_LEN && segments < dev.sm_count as u64 {
         Schedule::Whole
@@ -91,6 +101,7 @@ pub fn plan(segments: u64, total: u64, rows: bool, block: u32, dev: &DeviceProps
 /// use cufold::segment::{with_schedule, Schedule};
 /// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
 /// assert_eq!(with_schedule(Schedule::Warp, 80, 256, &h100).grid, 10); // 8 warps a block
+/// assert_eq!(with_schedule(Schedule::Thread, 80, 256, &h100).grid, 1);
 /// assert_eq!(with_schedule(Schedule::Block, 80, 256, &h100).grid, 80);
 /// ```
 ///
@@ -102,6 +113,7 @@ pub fn with_schedule(
     dev: &DeviceProps,
 ) -> SegmentPlan {
     let per_block = match schedule {
+        Schedule::Thread => block as u64,
         Schedule::Warp => block as u64 / 32,
         _ => 1,
     };
@@ -192,6 +204,10 @@ mod tests {
         // The shapes of the issue: many short segments, a square matrix, few long rows.
         assert_eq!(
             plan(1 << 24, 1 << 28, false, 256, &H100).schedule,
+            Schedule::Thread
+        );
+        assert_eq!(
+            plan(1 << 20, 1 << 28, false, 256, &H100).schedule,
             Schedule::Warp
         );
         assert_eq!(
@@ -217,8 +233,13 @@ mod tests {
                 let p = plan(segments, total, rows, 256, &H100);
                 if p.schedule != Schedule::Whole {
                     assert!(p.grid >= 1 && p.grid <= 4 * 132 * 8, "{p:?}");
-                    let groups = p.grid * if p.schedule == Schedule::Warp { 8 } else { 1 };
-                    assert!(groups <= segments.max(1) + 7, "{p:?}");
+                    let groups = p.grid
+                        * match p.schedule {
+                            Schedule::Thread => 256,
+                            Schedule::Warp => 8,
+                            _ => 1,
+                        };
+                    assert!(groups < segments.max(1) + 256, "{p:?}");
                 }
             }
         }

@@ -1,0 +1,199 @@
+//! GPU segmented reductions across shapes: many short ragged segments, a square matrix's
+//! rows, a few long rows and power-law ragged lengths. GB/s counts compulsory traffic: the
+//! input once, the offsets once (ragged shapes) and the outputs; each time is the median of
+//! event-timed launches after warm-up, as `scripts/segment_peers.py` times PyTorch and CuPy.
+//! Every result is checked bit for bit against the CPU backend before timing.
+//!
+//! ```text
+//! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw] [--ops sum,max,argmax]
+//!                                    [--reps 20] [--json OUT.json]
+//! ```
+
+use cudarc::driver::CudaSlice;
+use cufold::ops::{ArgMax, Max, Operator, Sum};
+use cufold::segment::Rows;
+use cufold::{Cpu, Gpu};
+
+#[path = "common/mod.rs"]
+mod common;
+use common::median_ms;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// A shape: rows of a packed matrix, or CSR offsets.
+enum Shape {
+    Rows(Rows),
+    Offsets(Vec<u64>),
+}
+
+/// The lengths the issue names, from a fixed seed (the peers script draws the same ones).
+fn shape(name: &str) -> Shape {
+    let mut state = 0x5eed_u64;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    };
+    let offsets = |lengths: &mut dyn Iterator<Item = u64>| {
+        let mut o = vec![0u64];
+        for l in lengths {
+            o.push(o.last().unwrap() + l);
+        }
+        o
+    };
+    match name {
+        // 2^24 segments of 4 to 32 elements.
+        "short" => Shape::Offsets(offsets(&mut (0..1 << 24).map(|_| 4 + next() % 29))),
+        "square" => Shape::Rows(Rows::new(1 << 14, 1 << 14)),
+        "long" => Shape::Rows(Rows::new(16, 1 << 24)),
+        // Pareto(1.2) lengths from 1, capped at 2^22, until 2^26 elements.
+        "powerlaw" => {
+            let mut total = 0u64;
+            let mut lengths = Vec::new();
+            while total < 1 << 26 {
+                let u = ((next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+                let l = (u.powf(-1.0 / 1.2).floor() as u64).clamp(1, 1 << 22);
+                lengths.push(l);
+                total += l;
+            }
+            Shape::Offsets(offsets(&mut lengths.into_iter()))
+        }
+        other => panic!("unknown shape {other}: short, square, long or powerlaw"),
+    }
+}
+
+/// Values compared by their printed form: every field, no padding bytes (ArgMax's result
+/// has padding the GPU leaves as it finds it).
+fn same<X: std::fmt::Debug>(a: &X, b: &X) -> bool {
+    format!("{a:?}") == format!("{b:?}")
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run<O: Operator<f32>>(
+    gpu: &Gpu,
+    op: O,
+    name: &str,
+    shape_name: &str,
+    shape: &Shape,
+    x_host: &[f32],
+    x: &CudaSlice<f32>,
+    reps: usize,
+    rows_out: &mut Vec<serde_json::Value>,
+) -> Res<bool> {
+    let stream = gpu.stream();
+    let r = gpu.segment_reducer::<f32, O>(op)?;
+    let (segments, total, extra) = match shape {
+        Shape::Rows(rows) => (rows.rows, rows.rows * rows.cols, 0),
+        Shape::Offsets(o) => (o.len() - 1, *o.last().unwrap() as usize, o.len() * 8),
+    };
+    let mut out = stream.alloc_zeros::<O::Out>(segments)?;
+    let offsets = match shape {
+        Shape::Offsets(o) => Some(stream.clone_htod(o)?),
+        Shape::Rows(_) => None,
+    };
+    let launch = |out: &mut CudaSlice<O::Out>| match (shape, &offsets) {
+        (Shape::Rows(rows), _) => r.reduce_rows_into(x, *rows, out),
+        (Shape::Offsets(_), Some(o)) => r.reduce_segments_into(x, o, out),
+        _ => unreachable!(),
+    };
+    launch(&mut out)?;
+    let got = stream.clone_dtoh(&out)?;
+    let want: Vec<Option<O::Out>> = match shape {
+        Shape::Rows(rows) => Cpu::new()
+            .reduce_rows(x_host, *rows, op)?
+            .into_iter()
+            .map(Some)
+            .collect(),
+        Shape::Offsets(o) => Cpu::new().reduce_segments(x_host, o, op)?,
+    };
+    let bad = got
+        .iter()
+        .zip(&want)
+        .position(|(g, w)| w.as_ref().is_some_and(|w| !same(g, w)));
+    if let Some(i) = bad {
+        eprintln!(
+            "MISMATCH {name} {shape_name} segment {i}: GPU {:?}, CPU {:?}",
+            got[i], want[i]
+        );
+    }
+    let ms = median_ms(stream, reps, || launch(&mut out))?;
+    let bytes = total * 4 + extra + segments * std::mem::size_of::<O::Out>();
+    let gbs = bytes as f64 / (ms * 1e-3) / 1e9;
+    let plan = r.plan(
+        segments as u64,
+        total as u64,
+        matches!(shape, Shape::Rows(_)),
+    );
+    println!(
+        "cufold  {name:7} {shape_name:9} {segments:>9} segs {total:>11} elems {:?} {ms:9.4} ms {gbs:8.1} GB/s{}",
+        plan.schedule,
+        if bad.is_none() { "" } else { "  MISMATCH" }
+    );
+    rows_out.push(serde_json::json!({
+        "lib": "cufold", "family": "segment", "op": name, "shape": shape_name, "dtype": "f32",
+        "segments": segments, "n": total, "bytes": bytes, "schedule": format!("{:?}", plan.schedule),
+        "ms": ms, "gbs": gbs, "device": gpu.device_name(),
+    }));
+    Ok(bad.is_none())
+}
+
+fn main() -> Res<()> {
+    let mut shapes = vec!["short", "square", "long", "powerlaw"]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+    let mut ops = vec!["sum".to_string(), "max".into(), "argmax".into()];
+    let (mut reps, mut json) = (20usize, None::<String>);
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let mut v = || it.next().unwrap_or_else(|| panic!("{k} needs a value"));
+        match k.as_str() {
+            "--shapes" => shapes = v().split(',').map(String::from).collect(),
+            "--ops" => ops = v().split(',').map(String::from).collect(),
+            "--reps" => reps = v().parse().expect("--reps takes an integer"),
+            "--json" => json = Some(v()),
+            "--bench" => {}
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    let gpu = match Gpu::open(0) {
+        Ok(g) => g,
+        Err(e) => {
+            println!("no CUDA device: {e}");
+            return Ok(());
+        }
+    };
+    println!(
+        "# cufold {} on {}, segmented reductions, median of {reps} event-timed launches",
+        env!("CARGO_PKG_VERSION"),
+        gpu.device_name()
+    );
+    let mut rows = Vec::new();
+    let mut ok = true;
+    for s in &shapes {
+        let shape = shape(s);
+        let n = match &shape {
+            Shape::Rows(r) => r.rows * r.cols,
+            Shape::Offsets(o) => *o.last().unwrap() as usize,
+        };
+        let host: Vec<f32> = common::generate(n, 0x5eed ^ n as u64);
+        let x = gpu.stream().clone_htod(&host)?;
+        for op in &ops {
+            ok &= match op.as_str() {
+                "sum" => run(&gpu, Sum, op, s, &shape, &host, &x, reps, &mut rows)?,
+                "max" => run(&gpu, Max, op, s, &shape, &host, &x, reps, &mut rows)?,
+                "argmax" => run(&gpu, ArgMax, op, s, &shape, &host, &x, reps, &mut rows)?,
+                other => return Err(format!("unknown op {other}: sum, max or argmax").into()),
+            };
+        }
+    }
+    if let Some(path) = json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?)?;
+    }
+    if !ok {
+        return Err("some GPU results differed from the CPU backend".into());
+    }
+    Ok(())
+}
