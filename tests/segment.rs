@@ -168,3 +168,91 @@ fn bad_segments_are_errors_before_any_work() {
         "{e}"
     );
 }
+
+fn check_scans<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
+    use cufold::ScanKind;
+    let s = seed(test);
+    let mut lengths = LENGTHS.to_vec();
+    let mut r = Rng(s ^ 2);
+    lengths.extend((0..2000).map(|_| (r.next() % 40) as usize));
+    let off = offsets(3, &lengths);
+    let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
+    for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
+        for threads in [1, 16] {
+            for off in [&off, &offsets(3, &[70_001, 0, 4097])] {
+                let mut y = vec![poison::<O::Out>(); x.len()];
+                Cpu::with_threads(threads)
+                    .scan_segments_into(&x, off, &mut y, op, kind)
+                    .unwrap();
+                for w in off.windows(2) {
+                    let (lo, hi) = (w[0] as usize, w[1] as usize);
+                    let want = Cpu::new().scan(&x[lo..hi], op, kind).unwrap();
+                    for (j, (g, w)) in y[lo..hi].iter().zip(&want).enumerate() {
+                        assert!(
+                            same(g, w),
+                            "{} {kind:?} over {}, segment at {lo}, position {j}: {g:?} != {w:?}",
+                            O::NAME,
+                            T::cuda_name()
+                        );
+                    }
+                }
+                // Outside every segment: untouched.
+                let end = *off.last().unwrap() as usize;
+                for i in (0..3).chain(end..x.len()) {
+                    assert!(
+                        same(&y[i], &poison::<O::Out>()),
+                        "position {i} is in no segment but was written"
+                    );
+                }
+            }
+        }
+        let rows = Rows::new(40, 120).stride(131);
+        let y = Cpu::new().scan_rows(&x[5..], rows, op, kind).unwrap();
+        assert_eq!(y.len(), 40 * 120);
+        for r in 0..40 {
+            let lo = 5 + r * 131;
+            let want = Cpu::new().scan(&x[lo..lo + 120], op, kind).unwrap();
+            for (j, (g, w)) in y[r * 120..][..120].iter().zip(&want).enumerate() {
+                assert!(
+                    same(g, w),
+                    "{} {kind:?} row {r} column {j}: {g:?} != {w:?}",
+                    O::NAME
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn segment_scans_have_the_bits_of_their_whole_array_scan() {
+    check_scans::<f32, _>(Sum, "scan f32 sum");
+    check_scans::<f32, _>(ArgMax, "scan f32 argmax");
+    check_scans::<f64, _>(MeanVar, "scan f64 meanvar");
+    check_scans::<i32, _>(Max, "scan i32 max");
+    check_scans::<Affine<f32>, _>(Compose, "scan affine f32");
+}
+
+#[test]
+fn bad_segment_scans_are_errors() {
+    use cufold::ScanKind::Inclusive;
+    let x = [1.0f32; 10];
+    let cpu = Cpu::new();
+    let mut y = [0.0f32; 9];
+    let e = cpu
+        .scan_segments_into(&x, &[0, 5, 10], &mut y, Sum, Inclusive)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+    let mut y = [0.0f32; 10];
+    let e = cpu
+        .scan_segments_into(&x, &[0, 5, 4], &mut y, Sum, Inclusive)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+    let e = cpu
+        .scan_segments_into(&x, &[0, 5], &mut y, Div2Mean, Inclusive)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+    let e = cpu
+        .scan_rows(&x, Rows::new(3, 4), Sum, Inclusive)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+}

@@ -153,7 +153,7 @@ impl Cpu {
 /// from the chunk's exclusive prefix `base`; `end` is the prefix through the chunk's last
 /// position when the chunk is full. `get(i)` is read before `set(i, ..)` for every i.
 #[allow(clippy::too_many_arguments)]
-fn scan_run<T: DeviceValue, O: Operator<T>>(
+pub(crate) fn scan_run<T: DeviceValue, O: Operator<T>>(
     op: &O,
     lo: usize,
     len: usize,

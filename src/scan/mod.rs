@@ -13,7 +13,7 @@
 //! # Ok::<(), cufold::Error>(())
 //! ```
 
-mod cpu;
+pub(crate) mod cpu;
 mod gpu;
 mod plan;
 

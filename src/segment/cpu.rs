@@ -7,7 +7,10 @@ use crate::cpu::Cpu;
 use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ops::check::check_empty;
+use crate::ops::check::check_scannable;
 use crate::ops::Operator;
+use crate::scan::cpu::scan_run;
+use crate::scan::ScanKind;
 use crate::tree::{subtree, Lifted};
 
 impl Cpu {
@@ -130,6 +133,145 @@ impl Cpu {
             }
         });
         out
+    }
+}
+
+impl Cpu {
+    /// The scan of every row of `rows` in `x`, packed: output `r * cols + j` is element `j`
+    /// of row `r`'s scan, which is what [`Cpu::scan`] of that row alone gives (the canonical
+    /// grouping of the row, positions counted from the row's start).
+    ///
+    /// Errors: as [`Cpu::reduce_rows`] for the rows, and operators that cannot be scanned
+    /// ([`ErrorKind::InvalidConfig`]).
+    ///
+    /// ```
+    /// use cufold::{ops, segment::Rows, Cpu, ScanKind};
+    /// let x = [1, 2, 3, 100, 4, 5, 6, 100]; // two rows of 3 in a stride of 4
+    /// let y = Cpu::new().scan_rows(&x, Rows::new(2, 3).stride(4), ops::Sum, ScanKind::Inclusive)?;
+    /// assert_eq!(y, [1, 3, 6, 4, 9, 15]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan_rows<T: DeviceValue, O: Operator<T>>(
+        &self,
+        x: &[T],
+        rows: Rows,
+        op: O,
+        kind: ScanKind,
+    ) -> Result<Vec<O::Out>> {
+        check_rows(&rows, x.len(), rows.rows)?;
+        check_scannable::<T, O>()?;
+        let len = rows.rows.checked_mul(rows.cols).ok_or_else(|| {
+            Error::new(
+                ErrorKind::TooLarge,
+                format!("{} x {} outputs do not fit in memory", rows.rows, rows.cols),
+            )
+        })?;
+        // SAFETY: DeviceValue types are valid as all-zero bits; every element is overwritten.
+        let mut out = vec![unsafe { std::mem::zeroed::<O::Out>() }; len];
+        let lo = |r: usize| r * rows.stride;
+        self.scan_segments_with(&op, kind, x, &mut out, rows.rows, |r| {
+            (lo(r), r * rows.cols, rows.cols)
+        });
+        Ok(out)
+    }
+
+    /// The scan of every segment `offsets[i]..offsets[i + 1]` of `x`, into the same positions
+    /// of `out` (as long as `x`): each segment's scan is what [`Cpu::scan`] of that segment
+    /// alone gives; positions outside every segment are left as they are.
+    ///
+    /// Errors: as [`Cpu::reduce_segments`] for the offsets, an `out` of another length than
+    /// `x` ([`ErrorKind::LengthMismatch`]), operators that cannot be scanned.
+    ///
+    /// ```
+    /// use cufold::{ops, Cpu, ScanKind};
+    /// let x = [1, 2, 3, 4, 5, 6];
+    /// let mut y = [0; 6];
+    /// Cpu::new().scan_segments_into(&x, &[0, 2, 2, 5], &mut y, ops::Sum, ScanKind::Exclusive)?;
+    /// assert_eq!(y, [0, 1, 0, 3, 7, 0]); // the last position is in no segment
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan_segments_into<T: DeviceValue, O: Operator<T>>(
+        &self,
+        x: &[T],
+        offsets: &[u64],
+        out: &mut [O::Out],
+        op: O,
+        kind: ScanKind,
+    ) -> Result<()> {
+        check_offsets(offsets, x.len())?;
+        crate::ops::check::check_scan_lengths(x.len(), out.len())?;
+        check_scannable::<T, O>()?;
+        let segments = offsets.len() - 1;
+        let base = offsets[0] as usize;
+        // The outputs from the first offset on, so that segments are disjoint runs of it.
+        let tail = &mut out[base..];
+        self.scan_segments_with(&op, kind, x, tail, segments, |i| {
+            let lo = offsets[i] as usize;
+            (lo, lo - base, offsets[i + 1] as usize - lo)
+        });
+        Ok(())
+    }
+
+    /// Scans `count` segments: `seg(i) = (input start, output start, length)`, output
+    /// starts increasing with `i` and the segments disjoint in `out`. Many segments: a thread
+    /// takes a run of them; few: one after the other, each on all threads.
+    fn scan_segments_with<T: DeviceValue, O: Operator<T>>(
+        &self,
+        op: &O,
+        kind: ScanKind,
+        x: &[T],
+        out: &mut [O::Out],
+        count: usize,
+        seg: impl Fn(usize) -> (usize, usize, usize) + Sync,
+    ) {
+        let one = |xs: &[T], ys: &mut [O::Out]| {
+            scan_run(
+                op,
+                0,
+                xs.len(),
+                None,
+                None,
+                kind,
+                |i| xs[i],
+                |i, v| ys[i] = v,
+            )
+        };
+        if count < self.threads() {
+            for i in 0..count {
+                let (lo, o, len) = seg(i);
+                let (xs, ys) = (&x[lo..lo + len], &mut out[o..o + len]);
+                if len > (1 << 22) {
+                    // A long segment alone: the whole-array scan, on all threads.
+                    self.scan_into(xs, ys, *op, kind).expect("lengths checked");
+                } else {
+                    one(xs, ys);
+                }
+            }
+            return;
+        }
+        // Cut `out` into runs of consecutive segments (each run a disjoint slice).
+        let run = count.div_ceil(8 * self.threads()).max(64);
+        let mut work = Vec::with_capacity(count.div_ceil(run));
+        let mut rest = out;
+        let mut taken = 0;
+        for first in (0..count).step_by(run) {
+            let last = (first + run).min(count);
+            let (_, o_end, _) = {
+                let (lo, o, len) = seg(last - 1);
+                (lo, o + len, len)
+            };
+            let (_, o_first, _) = seg(first);
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(o_end - taken);
+            work.push((first, last, o_first, &mut head[o_first - taken..]));
+            rest = tail;
+            taken = o_end;
+        }
+        self.run_chunks(work.into_iter(), |(first, last, o_first, ys)| {
+            for i in first..last {
+                let (lo, o, len) = seg(i);
+                one(&x[lo..lo + len], &mut ys[o - o_first..o - o_first + len]);
+            }
+        });
     }
 }
 
