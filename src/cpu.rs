@@ -131,10 +131,16 @@ impl Cpu {
         crate::tree::fold_levels(op, &mut parts, p / chunk)
     }
 
-    /// Runs `f` on every work item, on up to `threads` threads.
+    /// Runs `f` on every work item, on up to `threads` threads (one per item at most; a
+    /// single item, or a single thread, runs on the caller's thread: no thread is started).
     pub(crate) fn run_chunks<W: Send>(&self, work: impl Iterator<Item = W>, f: impl Fn(W) + Sync) {
-        let queue = Mutex::new(work.collect::<Vec<_>>().into_iter());
-        let workers = self.threads;
+        let items = work.collect::<Vec<_>>();
+        let workers = self.threads.min(items.len());
+        if workers <= 1 {
+            items.into_iter().for_each(f);
+            return;
+        }
+        let queue = Mutex::new(items.into_iter());
         std::thread::scope(|s| {
             for _ in 0..workers {
                 s.spawn(|| loop {

@@ -9,7 +9,7 @@ use common::*;
 use cudarc::driver::CudaSlice;
 use cufold::ops::*;
 use cufold::segment::{Rows, Schedule, SegmentConfig};
-use cufold::{Cpu, DeviceValue, ErrorKind};
+use cufold::{Cpu, DeviceValue, ErrorKind, ScanKind};
 
 const SCHEDULES: [Option<Schedule>; 4] = [
     None,
@@ -274,6 +274,126 @@ fn bad_segment_calls_are_errors_before_any_launch() {
     assert_eq!(download(&sums), [0.0; 3]);
 }
 
+fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
+    let g = gpu();
+    let s = seed(test);
+    let mut lengths = LENGTHS.to_vec();
+    let mut r = Rng(s ^ 3);
+    lengths.extend((0..300).map(|_| (r.next() % 70) as usize));
+    let off = offsets(3, &lengths);
+    let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
+    let (xd, od) = (upload(g, &x), upload(g, &off));
+    for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
+        // Each segment's whole-array scan; poison where no segment is.
+        let mut want = vec![None; x.len()];
+        for w in off.windows(2) {
+            let (lo, hi) = (w[0] as usize, w[1] as usize);
+            for (j, v) in Cpu::with_threads(1)
+                .scan(&x[lo..hi], op, kind)
+                .unwrap()
+                .into_iter()
+                .enumerate()
+            {
+                want[lo + j] = Some(v);
+            }
+        }
+        for schedule in [None, Some(Schedule::Thread), Some(Schedule::Block)] {
+            let sc = g
+                .segment_scanner_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+                .unwrap();
+            let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
+            sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
+            let what = format!(
+                "{} {kind:?} over {}, offsets, {schedule:?}",
+                O::NAME,
+                T::cuda_name()
+            );
+            compare(&what, &download(&y), &want);
+        }
+        let view = xd.slice(5..);
+        for rows in [
+            Rows::new(6, 4097).stride(4099),
+            Rows::new(40, 33).stride(37),
+        ] {
+            let mut want = Vec::new();
+            for r in 0..rows.rows {
+                let lo = 5 + r * rows.stride;
+                want.extend(
+                    Cpu::with_threads(1)
+                        .scan(&x[lo..lo + rows.cols], op, kind)
+                        .unwrap()
+                        .into_iter()
+                        .map(Some),
+                );
+            }
+            for schedule in SCHEDULES.into_iter().chain([Some(Schedule::Whole)]) {
+                let sc = g
+                    .segment_scanner_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+                    .unwrap();
+                let mut y = upload(g, &vec![poison::<O::Out>(); rows.rows * rows.cols]);
+                sc.scan_rows_into(&view, rows, &mut y, kind).unwrap();
+                let what = format!(
+                    "{} {kind:?} over {}, {rows:?}, {schedule:?}",
+                    O::NAME,
+                    T::cuda_name()
+                );
+                compare(&what, &download(&y), &want);
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn segment_scans_have_the_cpu_bits() {
+    check_scan::<f32, _>(Sum, "scan f32 sum");
+    check_scan::<f32, _>(ArgMax, "scan f32 argmax");
+    check_scan::<f64, _>(MeanVar, "scan f64 meanvar");
+    check_scan::<i32, _>(Max, "scan i32 max");
+    check_scan::<cufold::f16, _>(Sum, "scan f16 sum");
+    check_scan::<Affine<f32>, _>(Compose, "scan affine f32");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn bad_segment_scans_are_errors_before_any_launch() {
+    let g = gpu();
+    let x = upload(g, &[1.0f32; 10]);
+    let sc = g.segment_scanner::<f32, _>(Sum).unwrap();
+    let mut y9 = upload(g, &[0.0f32; 9]);
+    let off = upload(g, &[0u64, 5, 10]);
+    let e = sc
+        .scan_segments_into(&x, &off, &mut y9, ScanKind::Inclusive)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+    let e = sc
+        .scan_rows_into(&x, Rows::new(2, 5), &mut y9, ScanKind::Inclusive)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+    assert!(
+        e.to_string()
+            .contains("need 10 outputs, the output holds 9"),
+        "{e}"
+    );
+    let e = g.segment_scanner::<f32, _>(Div2Mean).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidConfig);
+    // Offsets that decrease or run past the end: those segments are skipped.
+    let off = upload(g, &[0u64, 4, 2, 11, 12]);
+    for schedule in [Some(Schedule::Thread), Some(Schedule::Block)] {
+        let sc = g
+            .segment_scanner_with::<f32, _>(Sum, SegmentConfig::default().schedule(schedule))
+            .unwrap();
+        let mut y = upload(g, &[-1.0f32; 10]);
+        sc.scan_segments_into(&x, &off, &mut y, ScanKind::Inclusive)
+            .unwrap();
+        assert_eq!(
+            download(&y),
+            [1.0, 2.0, 3.0, 4.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0],
+            "{schedule:?}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs NVRTC (part of the CUDA toolkit)"]
 fn every_builtin_segment_kernel_compiles_for_hopper() {
@@ -281,6 +401,28 @@ fn every_builtin_segment_kernel_compiles_for_hopper() {
         return;
     }
     fn build<T: DeviceValue, O: Operator<T>>(op: O) {
+        if O::SCANNABLE {
+            let sizes = cufold::scan::TypeSizes::of::<T, O>();
+            let s = cufold::scan::ScanShape::fitting(sizes, 256, 64, Default::default(), false)
+                .unwrap();
+            for group in [1, s.block] {
+                let bytes = op.params().bytes().len();
+                if let Err(e) = cufold::segment::compile_scan_kernel(
+                    &op.cuda(),
+                    bytes,
+                    s.block,
+                    s.items,
+                    group,
+                    "sm_90",
+                ) {
+                    panic!(
+                        "{} scan over {} (group {group}): {e}",
+                        O::NAME,
+                        T::cuda_name()
+                    );
+                }
+            }
+        }
         let shape = cufold::reduce::ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap();
         for group in [1, 32, 256] {
             if let Err(e) = cufold::segment::compile_kernel(

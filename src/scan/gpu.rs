@@ -305,7 +305,16 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         self.launch(ptr, ptr, n, kind, true)
     }
 
-    fn launch(&self, x_ptr: u64, y_ptr: u64, n: u64, kind: ScanKind, in_place: bool) -> Result<()> {
+    /// Enqueues the scan of the `n` elements at `x_ptr` into `y_ptr` (the segmented scan's
+    /// per-row launches); the caller holds the buffers' stream guards.
+    pub(crate) fn launch(
+        &self,
+        x_ptr: u64,
+        y_ptr: u64,
+        n: u64,
+        kind: ScanKind,
+        in_place: bool,
+    ) -> Result<()> {
         if n == 0 {
             return Ok(());
         }

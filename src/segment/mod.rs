@@ -1,9 +1,17 @@
 //! Segmented reductions: one result per row of a matrix or per segment of CSR offsets.
 //!
 //! One place for the primitive: its planner ([`plan`], [`Schedule`], [`SegmentPlan`]), the
-//! GPU launch ([`SegmentReducer`], built by [`Gpu::segment_reducer`](crate::Gpu::segment_reducer)),
-//! and its CPU twin ([`Cpu::reduce_rows`](crate::Cpu::reduce_rows),
-//! [`Cpu::reduce_segments`](crate::Cpu::reduce_segments)).
+//! GPU launches ([`SegmentReducer`], built by [`Gpu::segment_reducer`](crate::Gpu::segment_reducer);
+//! [`SegmentScanner`], built by [`Gpu::segment_scanner`](crate::Gpu::segment_scanner)), and
+//! their CPU twins ([`Cpu::reduce_rows`](crate::Cpu::reduce_rows),
+//! [`Cpu::reduce_segments`](crate::Cpu::reduce_segments), [`Cpu::scan_rows`](crate::Cpu::scan_rows),
+//! [`Cpu::scan_segments_into`](crate::Cpu::scan_segments_into)).
+//!
+//! Scans work the same way: each row or segment is scanned in its own canonical grouping,
+//! positions counted from its start, so its outputs are those of the whole-array scan of
+//! that segment alone. Rows are written packed (`rows * cols` outputs); segments by offsets
+//! into the same positions of an output as long as the input, positions outside every
+//! segment left as they are.
 //!
 //! **Same bits as the whole array.** Segment `i`'s result is what the whole-array reduction
 //! of that segment alone gives: the canonical tree over its own length, its elements lifted
@@ -38,11 +46,13 @@
 mod cpu;
 mod gpu;
 mod plan;
+mod scan_gpu;
 
 pub use gpu::{compile_kernel, kernel_source, SegmentReducer};
 pub use plan::{
     plan, with_schedule, Schedule, SegmentPlan, THREAD_MAX_MEAN, WARP_MAX_MEAN, WHOLE_MIN_LEN,
 };
+pub use scan_gpu::{compile_scan_kernel, scan_kernel_source, SegmentScanner};
 
 /// The rows of a row-major matrix inside a buffer: `rows` rows of `cols` elements, row `r`
 /// starting at element `r * stride` (a view of a wider matrix when `stride > cols`).

@@ -1,0 +1,148 @@
+// cufold: segmented scans: each segment scanned in its own canonical grouping.
+//
+// Segment s's outputs are what the whole-array scan of that segment alone gives (positions
+// counted from the segment's start). A thread per segment keeps the canonical prefix of
+// what it has read on a binary counter (cf::PrefixStack, the CPU's twin); a block per
+// segment scans tile after tile with the block-level scan of kernels/scan.cuh, each tile
+// starting from the fold, largest first, of the completed aligned blocks of tiles before it
+// (thread 0's PrefixStack over tile trees): the look-back of the device-wide scan, with
+// the tiles in one block's hands.
+#pragma once
+
+#include "cufold/segment.cuh"
+
+namespace cf {
+
+// The canonical prefix of a growing sequence, in one thread (the CPU's PrefixStack):
+// blocks[k] are the trees of the completed aligned blocks (largest first), prefixes[k] the
+// left fold of blocks[0..=k].
+template <class Acc> struct PrefixStack {
+    Acc blocks[64];
+    Acc prefixes[64];
+    int depth = 0;
+    u64 count = 0;
+    template <class Op> __device__ __forceinline__ void push(const Op& op, Acc v) {
+        for (u64 k = count; k & 1; k >>= 1) v = op.combine(blocks[--depth], v);
+        prefixes[depth] = depth > 0 ? op.combine(prefixes[depth - 1], v) : v;
+        blocks[depth++] = v;
+        ++count;
+    }
+    __device__ __forceinline__ bool has() const { return depth > 0; }
+    __device__ __forceinline__ Acc prefix() const { return prefixes[depth - 1]; }
+};
+
+// The scan of the n values at x into y, by one thread, in the canonical grouping (positions
+// counted from x): exclusive outputs are finish(prefix before i, i), inclusive ones
+// finish(prefix through i, i + 1).
+template <class Op>
+__device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In* __restrict__ x, u64 n,
+                                            typename Op::Out* __restrict__ y, bool exclusive) {
+    PrefixStack<typename Op::Acc> st;
+    for (u64 i = 0; i < n; ++i) {
+        const typename Op::Acc v = op.lift(x[i], i);
+        if (exclusive) {
+            y[i] = op.finish(st.has() ? st.prefix() : op.identity(), i);
+            st.push(op, v);
+        } else {
+            st.push(op, v);
+            y[i] = op.finish(st.prefix(), i + 1);
+        }
+    }
+}
+
+}  // namespace cf
+
+#ifdef CF_SEGMENT_SCAN_KERNEL
+// The segmented scan, instantiated with CF_OP, CF_BLOCK, CF_GROUP (1: a thread per segment,
+// or CF_BLOCK), CF_ITEMS (a power of two: positions per thread per tile), CF_ALGO and
+// CF_OP_BYTES. Segment s of x (rows: lo = s * stride, cols long; offsets: offsets[s] ..
+// offsets[s + 1]) is scanned into y at s * cols (rows, packed) or at lo (offsets).
+typedef CF_OP cf_op_t;
+typedef cf_op_t::In cf_in_t;
+typedef cf_op_t::Acc cf_acc_t;
+typedef cf_op_t::Out cf_out_t;
+
+__device__ __forceinline__ bool cf_scan_bounds(cf::u64 s, cf::u64 n, const cf::u64* __restrict__ offsets,
+                                               cf::u64 stride, cf::u64 cols, cf::u64& lo, cf::u64& hi,
+                                               cf::u64& at) {
+    if (offsets) {
+        lo = offsets[s];
+        hi = offsets[s + 1];
+        at = lo;
+    } else {
+        lo = s * stride;
+        hi = lo + cols;
+        at = s * cols;
+    }
+    return lo <= hi && hi <= n;
+}
+
+extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, const cf::u64* __restrict__ offsets,
+                cf::u64 stride, cf::u64 cols, unsigned exclusive, cf_out_t* __restrict__ y,
+                const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
+#if CF_GROUP == 1
+    for (cf::u64 s = (cf::u64)blockIdx.x * CF_BLOCK + threadIdx.x; s < segments; s += (cf::u64)gridDim.x * CF_BLOCK) {
+        cf::u64 lo, hi, at;
+        if (cf_scan_bounds(s, n, offsets, stride, cols, lo, hi, at)) cf::thread_scan(op, x + lo, hi - lo, y + at, exclusive != 0);
+    }
+#else
+    static_assert(CF_GROUP == CF_BLOCK, "a segment takes a thread or the whole block");
+    constexpr int J = CF_ITEMS;
+    constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * J;
+    typedef cf::BlockScan<CF_ALGO, CF_BLOCK, cf_op_t, cf_acc_t> block_scan_t;
+    __shared__ typename block_scan_t::Storage storage;
+    __shared__ cf_acc_t next[CF_BLOCK + 1];
+    __shared__ cf_acc_t tile_prefix;
+    __shared__ bool tile_has;
+    // Thread 0's binary counter over the segment's tiles: the tile's exclusive prefix is the
+    // fold, largest first, of the completed aligned blocks of tiles before it.
+    cf::PrefixStack<cf_acc_t> tiles;
+    for (cf::u64 s = blockIdx.x; s < segments; s += gridDim.x) {
+        cf::u64 lo, hi, at;
+        if (!cf_scan_bounds(s, n, offsets, stride, cols, lo, hi, at)) continue;
+        const cf::u64 len = hi - lo;
+        const cf_in_t* xs = x + lo;
+        cf_out_t* ys = y + at;
+        const bool x_aligned = (reinterpret_cast<unsigned long long>(xs) & 15) == 0;
+        const bool y_aligned = (reinterpret_cast<unsigned long long>(ys) & 15) == 0;
+        if (threadIdx.x == 0) {
+            tiles.depth = 0;
+            tiles.count = 0;
+        }
+        for (cf::u64 base = 0; base < len; base += TILE) {
+            const cf::u64 pos = base + (cf::u64)threadIdx.x * J;
+            cf_acc_t a[J];
+            cf::load_run<J>(op, xs, len, pos, x_aligned, false, a);
+            cf::run_up(op, a);
+            block_scan_t bs;
+            const cf_acc_t tree = bs.up(op, a[J - 1], storage);
+            if (threadIdx.x == 0) {
+                tile_has = tiles.has();
+                if (tile_has) tile_prefix = tiles.prefix();
+                tiles.push(op, tree);
+                next[CF_BLOCK] = tiles.prefix();
+            }
+            __syncthreads();
+            bool has = tile_has;
+            const cf_acc_t p = bs.down(op, tile_prefix, has, storage);
+            next[threadIdx.x] = p;
+            __syncthreads();
+            cf_acc_t e[J];
+            cf::run_down(op, a, p, has, e);
+            cf_out_t o[J];
+#pragma unroll
+            for (int j = 0; j < J; ++j) {
+                if (exclusive)
+                    o[j] = op.finish(j == 0 && !has ? op.identity() : e[j], pos + j);
+                else
+                    o[j] = op.finish(j + 1 < J ? e[j + 1 < J ? j + 1 : 0] : next[threadIdx.x + 1], pos + j + 1);
+            }
+            cf::store_run<J>(ys, len, pos, y_aligned, o);
+            __syncthreads();  // next[] and the storage are written again by the next tile
+        }
+    }
+#endif
+}
+#endif

@@ -1,0 +1,402 @@
+//! The segmented scan on the GPU: a thread or a block per segment, or the whole-array
+//! scanner once per row, one launch per call, on the caller's stream.
+
+use super::plan::{check_offsets_len, check_rows, plan, with_schedule, Schedule, SegmentPlan};
+use super::{Rows, SegmentConfig};
+use crate::element::DeviceValue;
+use crate::error::{Error, ErrorKind, Result};
+use crate::gpu::{check_block, jit, Gpu};
+use crate::ops::check::{check_scan_lengths, check_scannable};
+use crate::ops::{CudaOp, Operator, ParamBlob};
+use crate::scan::{ScanAlgorithm, ScanKind, ScanShape, Scanner, TypeSizes};
+use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use std::marker::PhantomData;
+use std::sync::OnceLock;
+
+/// The full CUDA source of the segmented scan kernel for `op` (run-time parameters
+/// `param_bytes` long) with `block` threads, `items` positions per thread per tile and
+/// `group` threads per segment (1, or `block`).
+///
+/// ```
+/// use cufold::ops::{Operator, Sum};
+/// let src = cufold::segment::scan_kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), 0, 256, 16, 1);
+/// assert!(src.contains("#include \"cufold/segment_scan.cuh\"") && src.contains("#define CF_GROUP 1"));
+/// ```
+pub fn scan_kernel_source(
+    op: &CudaOp,
+    param_bytes: usize,
+    block: u32,
+    items: u32,
+    group: u32,
+) -> String {
+    jit::kernel_source(
+        "segment_scan",
+        op,
+        &[
+            ("CF_BLOCK", block.to_string()),
+            ("CF_GROUP", group.to_string()),
+            ("CF_ITEMS", items.to_string()),
+            ("CF_ALGO", ScanAlgorithm::Blelloch.cuda_id().to_string()),
+            ("CF_OP_BYTES", param_bytes.to_string()),
+        ],
+    )
+}
+
+/// Compiles the segmented scan kernel (see [`scan_kernel_source`]) for `arch` and returns
+/// its CUBIN; it needs NVRTC but no device.
+///
+/// ```no_run
+/// use cufold::ops::{Operator, Sum};
+/// let cubin = cufold::segment::compile_scan_kernel(&<Sum as Operator<f32>>::cuda(&Sum), 0, 256, 16, 256, "sm_90")?;
+/// assert!(!cubin.is_empty());
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub fn compile_scan_kernel(
+    op: &CudaOp,
+    param_bytes: usize,
+    block: u32,
+    items: u32,
+    group: u32,
+    arch: &str,
+) -> Result<Vec<u8>> {
+    jit::probe_nvrtc()?;
+    jit::compile(
+        &scan_kernel_source(op, param_bytes, block, items, group),
+        &jit::compile_options(arch),
+    )
+}
+
+/// A compiled segmented scan for `op` over elements of type `T`, on a [`Gpu`]'s stream:
+/// every row of a matrix, or every segment of CSR offsets, scanned on its own (module
+/// [`segment`](crate::segment): each segment's outputs have the bits of the whole-array
+/// scan of that segment alone).
+///
+/// Schedules: a thread per segment ([`Schedule::Thread`]) or a block per segment
+/// ([`Schedule::Block`], also for what the reduction gives a warp), and for few long rows
+/// the whole-array [`Scanner`] once per row ([`Schedule::Whole`]). Every method enqueues on
+/// the stream and returns at once.
+///
+/// ```no_run
+/// use cufold::{ops, segment::Rows, ScanKind};
+/// let gpu = cufold::Gpu::open(0)?;
+/// let x = gpu.stream().clone_htod(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+/// let mut y = gpu.stream().alloc_zeros::<f32>(6).unwrap();
+/// let cumsum = gpu.segment_scanner::<f32, _>(ops::Sum)?;
+/// cumsum.scan_rows_into(&x, Rows::new(2, 3), &mut y, ScanKind::Inclusive)?;
+/// assert_eq!(gpu.stream().clone_dtoh(&y).unwrap(), [1.0, 3.0, 6.0, 4.0, 9.0, 15.0]);
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
+    gpu: Gpu,
+    op: O,
+    params: Box<ParamBlob>,
+    param_bytes: usize,
+    config: SegmentConfig,
+    block: u32,
+    items: u32,
+    thread_fn: OnceLock<CudaFunction>,
+    block_fn: OnceLock<CudaFunction>,
+    whole: OnceLock<Scanner<T, O>>,
+    _input: PhantomData<fn(T)>,
+}
+
+impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentScanner<T, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentScanner")
+            .field("op", &O::NAME)
+            .field("input", &T::cuda_name())
+            .field("config", &self.config)
+            .field("gpu", &self.gpu)
+            .finish()
+    }
+}
+
+impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
+    pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
+        check_scannable::<T, O>()?;
+        check_block(config.get_block())?;
+        let shape = ScanShape::fitting(
+            TypeSizes::of::<T, O>(),
+            config.get_block(),
+            64,
+            ScanAlgorithm::Blelloch,
+            false,
+        )?;
+        let params = op.params();
+        Ok(SegmentScanner {
+            gpu,
+            op,
+            params: ParamBlob::new(&params, O::NAME)?,
+            param_bytes: params.bytes().len(),
+            config,
+            block: shape.block,
+            items: shape.items,
+            thread_fn: OnceLock::new(),
+            block_fn: OnceLock::new(),
+            whole: OnceLock::new(),
+            _input: PhantomData,
+        })
+    }
+
+    /// The plan for `segments` segments holding about `total` elements (`rows`: rows of a
+    /// matrix): the reduction's planner ([`plan`](super::plan)), with a block where it would
+    /// give a warp.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let s = gpu.segment_scanner::<f32, _>(cufold::ops::Sum)?;
+    /// assert_eq!(s.plan(1 << 14, 1 << 24, true).schedule, cufold::segment::Schedule::Block);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn plan(&self, segments: u64, total: u64, rows: bool) -> SegmentPlan {
+        let dev = &self.gpu.inner.props;
+        let schedule = match self.config.get_schedule() {
+            Some(Schedule::Whole) if !rows => Schedule::Block,
+            Some(s) => s,
+            None => plan(segments, total, rows, self.block, dev).schedule,
+        };
+        let schedule = if schedule == Schedule::Warp {
+            Schedule::Block
+        } else {
+            schedule
+        };
+        with_schedule(schedule, segments, self.block, dev)
+    }
+
+    /// Enqueues the scan of every row of `rows` in `x` into `y`, packed (`rows * cols`
+    /// outputs, row `r` at `r * cols`).
+    ///
+    /// Errors, before any launch: as [`SegmentReducer::reduce_rows_into`](super::SegmentReducer::reduce_rows_into)
+    /// for the rows, and a `y` whose length is not `rows * cols`
+    /// ([`ErrorKind::LengthMismatch`]).
+    ///
+    /// ```no_run
+    /// use cufold::{ops, segment::Rows, ScanKind};
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let x = gpu.stream().clone_htod(&[3.0f32, 1.0, 2.0, 9.0, 5.0, 7.0, 8.0, 9.0]).unwrap();
+    /// let mut y = gpu.stream().alloc_zeros::<f32>(6).unwrap();
+    /// // Running maxima of the first 3 columns of a 2 x 4 matrix.
+    /// gpu.segment_scanner::<f32, _>(ops::Max)?.scan_rows_into(&x, Rows::new(2, 3).stride(4), &mut y, ScanKind::Inclusive)?;
+    /// assert_eq!(gpu.stream().clone_dtoh(&y).unwrap(), [3.0, 3.0, 3.0, 5.0, 7.0, 8.0]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan_rows_into(
+        &self,
+        x: &impl DevicePtr<T>,
+        rows: Rows,
+        y: &mut impl DevicePtrMut<O::Out>,
+        kind: ScanKind,
+    ) -> Result<()> {
+        check_rows(&rows, x.len(), rows.rows)?;
+        let outputs = rows.rows.checked_mul(rows.cols).ok_or_else(|| {
+            Error::new(
+                ErrorKind::TooLarge,
+                format!("{} x {} outputs", rows.rows, rows.cols),
+            )
+        })?;
+        if y.len() != outputs {
+            return Err(Error::new(
+                ErrorKind::LengthMismatch,
+                format!(
+                    "{} rows of {} need {outputs} outputs, the output holds {}",
+                    rows.rows,
+                    rows.cols,
+                    y.len()
+                ),
+            ));
+        }
+        if outputs == 0 {
+            return Ok(());
+        }
+        let plan = self.plan(rows.rows as u64, outputs as u64, true);
+        let stream = &self.gpu.inner.stream;
+        let (x_ptr, _x_guard) = x.device_ptr(stream);
+        let (y_ptr, _y_guard) = y.device_ptr_mut(stream);
+        if plan.schedule == Schedule::Whole {
+            let scanner = match self.whole.get() {
+                Some(s) => s,
+                None => {
+                    let s = self.gpu.scanner::<T, O>(self.op)?;
+                    self.whole.get_or_init(|| s)
+                }
+            };
+            let (t, o) = (
+                std::mem::size_of::<T>() as u64,
+                std::mem::size_of::<O::Out>() as u64,
+            );
+            for r in 0..rows.rows as u64 {
+                let (xr, yr) = (
+                    x_ptr + r * rows.stride as u64 * t,
+                    y_ptr + r * rows.cols as u64 * o,
+                );
+                scanner.launch(xr, yr, rows.cols as u64, kind, false)?;
+            }
+            return Ok(());
+        }
+        // SAFETY: rows checked against x; y holds rows * cols outputs.
+        unsafe {
+            self.launch(
+                plan,
+                x_ptr,
+                x.len() as u64,
+                rows.rows as u64,
+                0,
+                rows.stride as u64,
+                rows.cols as u64,
+                y_ptr,
+                kind,
+            )
+        }
+    }
+
+    /// Enqueues the scan of every segment `offsets[i]..offsets[i + 1]` of `x` into the same
+    /// positions of `y` (as long as `x`); positions outside every segment are left as they
+    /// are, and so are those of a segment whose offsets decrease or pass the end of `x` (not
+    /// read, not written: module [`segment`](crate::segment)). Offsets that are not monotone
+    /// can make valid segments overlap; their outputs then race, within `y`.
+    ///
+    /// Errors, before any launch: no offsets ([`ErrorKind::LengthMismatch`]), a `y` of
+    /// another length than `x` ([`ErrorKind::LengthMismatch`]).
+    ///
+    /// ```no_run
+    /// use cufold::{ops, ScanKind};
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let x = gpu.stream().clone_htod(&[1u32, 2, 3, 4, 5, 6]).unwrap();
+    /// let offsets = gpu.stream().clone_htod(&[0u64, 2, 2, 5]).unwrap();
+    /// let mut y = gpu.stream().alloc_zeros::<u32>(6).unwrap();
+    /// gpu.segment_scanner::<u32, _>(ops::Sum)?.scan_segments_into(&x, &offsets, &mut y, ScanKind::Inclusive)?;
+    /// assert_eq!(gpu.stream().clone_dtoh(&y).unwrap(), [1, 3, 3, 7, 12, 0]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan_segments_into(
+        &self,
+        x: &impl DevicePtr<T>,
+        offsets: &impl DevicePtr<u64>,
+        y: &mut impl DevicePtrMut<O::Out>,
+        kind: ScanKind,
+    ) -> Result<()> {
+        check_offsets_len(offsets.len(), offsets.len().saturating_sub(1))?;
+        check_scan_lengths(x.len(), y.len())?;
+        let segments = offsets.len() as u64 - 1;
+        if segments == 0 || x.len() == 0 {
+            return Ok(());
+        }
+        let plan = self.plan(segments, x.len() as u64, false);
+        let stream = &self.gpu.inner.stream;
+        let (x_ptr, _x_guard) = x.device_ptr(stream);
+        let (off_ptr, _off_guard) = offsets.device_ptr(stream);
+        let (y_ptr, _y_guard) = y.device_ptr_mut(stream);
+        // SAFETY: offsets hold segments + 1 values; y is as long as x, and the kernel writes
+        // only within valid segments of x.
+        unsafe {
+            self.launch(
+                plan,
+                x_ptr,
+                x.len() as u64,
+                segments,
+                off_ptr,
+                0,
+                0,
+                y_ptr,
+                kind,
+            )
+        }
+    }
+
+    fn function(&self, schedule: Schedule) -> Result<&CudaFunction> {
+        let (cell, group) = match schedule {
+            Schedule::Thread => (&self.thread_fn, 1),
+            _ => (&self.block_fn, self.block),
+        };
+        if let Some(f) = cell.get() {
+            return Ok(f);
+        }
+        let cuda = self.op.cuda();
+        let f = self.gpu.kernel(
+            "cf_segment_scan",
+            &cuda,
+            &(self.block, self.items, group, self.param_bytes),
+            || scan_kernel_source(&cuda, self.param_bytes, self.block, self.items, group),
+        )?;
+        Ok(cell.get_or_init(|| f))
+    }
+
+    /// # Safety
+    ///
+    /// `x_ptr` holds `n` elements; `off_ptr` is 0 (rows within n, `y_ptr` holding
+    /// `segments * cols` outputs) or holds `segments + 1` offsets (`y_ptr` holding n).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn launch(
+        &self,
+        plan: SegmentPlan,
+        x_ptr: u64,
+        n: u64,
+        segments: u64,
+        off_ptr: u64,
+        stride: u64,
+        cols: u64,
+        y_ptr: u64,
+        kind: ScanKind,
+    ) -> Result<()> {
+        let f = self.function(plan.schedule)?;
+        let exclusive = u32::from(kind == ScanKind::Exclusive);
+        let cfg = LaunchConfig {
+            grid_dim: (plan.grid.max(1) as u32, 1, 1),
+            block_dim: (self.block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let stream = &self.gpu.inner.stream;
+        let mut launch = stream.launch_builder(f);
+        launch
+            .arg(&x_ptr)
+            .arg(&n)
+            .arg(&segments)
+            .arg(&off_ptr)
+            .arg(&stride)
+            .arg(&cols)
+            .arg(&exclusive)
+            .arg(&y_ptr)
+            .arg(&*self.params);
+        // SAFETY: the kernel's parameters are (const In*, u64, u64, const u64*, u64, u64,
+        // unsigned, Out*, OpBytes<param_bytes>), matching the values pushed.
+        unsafe { launch.launch(cfg) }
+            .map(|_| ())
+            .map_err(|e| Error::driver("launching the segmented scan kernel", e))
+    }
+}
+
+impl Gpu {
+    /// A segmented scanner for `op` over elements of type `T` (module
+    /// [`segment`](crate::segment)); kernels are compiled on first use. Errors for an
+    /// operator that cannot be scanned ([`ErrorKind::InvalidConfig`]).
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let row_cumsum = gpu.segment_scanner::<f32, _>(cufold::ops::Sum)?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn segment_scanner<T: DeviceValue, O: Operator<T>>(
+        &self,
+        op: O,
+    ) -> Result<SegmentScanner<T, O>> {
+        self.segment_scanner_with(op, SegmentConfig::default())
+    }
+
+    /// A segmented scanner built with `config` (block size, a forced schedule): the speed
+    /// changes, never the result.
+    ///
+    /// ```no_run
+    /// use cufold::segment::{Schedule, SegmentConfig};
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let config = SegmentConfig::default().schedule(Some(Schedule::Thread));
+    /// let s = gpu.segment_scanner_with::<f32, _>(cufold::ops::Sum, config)?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn segment_scanner_with<T: DeviceValue, O: Operator<T>>(
+        &self,
+        op: O,
+        config: SegmentConfig,
+    ) -> Result<SegmentScanner<T, O>> {
+        SegmentScanner::new(self.clone(), op, config)
+    }
+}
