@@ -90,7 +90,7 @@ report)
   grep -h 'MISMATCH' "$out"/*.txt || echo 'no MISMATCH'
   ;;
 examples)
-  for e in normal_cdf linear_recurrence custom_op; do
+  for e in normal_cdf linear_recurrence custom_op row_logsumexp; do
     timeout 120 bash .gpu/run.sh "$e" > "$out/$e.txt" 2>&1; echo "$e exit $?"; cat "$out/$e.txt"
   done
   ;;
