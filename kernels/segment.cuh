@@ -46,6 +46,19 @@ template <class Op, int VEC> struct SegmentLoader {
 #pragma unroll
         for (int i = 0; i < VEC; ++i) items[i] = p + i < n ? op.lift(x[p + i], p + i) : op.identity();
     }
+    // The VEC raw inputs at p, unlifted (cf::free_run); positions past n are left alone.
+    __device__ __forceinline__ void fetch(u64 p, In (&v)[VEC]) const {
+        if constexpr (VEC * sizeof(In) == 16) {
+            if (aligned && p + VEC <= n) {
+                uint4 raw = __ldg(reinterpret_cast<const uint4*>(x + p));
+                memcpy(v, &raw, sizeof(raw));
+                return;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < VEC; ++i)
+            if (p + i < n) v[i] = x[p + i];
+    }
 };
 
 // The canonical tree over the n >= 1 positions of `ld`, by a group of GROUP threads (every
@@ -53,12 +66,17 @@ template <class Op, int VEC> struct SegmentLoader {
 // `smem`: two buffers of GROUP / 32 accumulators, alternated by the running count `calls`
 // (a block-wide group synchronises inside each tile, and a buffer is written again only
 // after the next tile's barrier).
-template <class Op, int GROUP, int K, int VEC, class Loader>
+//
+// ORDER_FREE (Operator::ORDER_FREE, for a group that is the whole block): every order gives
+// the canonical tree's bits, so the block runs cf::free_run over the segment's tiles, one
+// accumulator per thread and one tree at the end, as the whole-array reduction does.
+template <class Op, int GROUP, int K, int VEC, bool ORDER_FREE = false, class Loader>
 __device__ __forceinline__ typename Op::Acc segment_tree(const Op& op, const Loader& ld, u64 n,
                                                          typename Op::Acc (*smem)[GROUP / 32 > 0 ? GROUP / 32 : 1],
                                                          int warp, unsigned& calls) {
     typedef typename Op::Acc Acc;
     constexpr u64 TILE = (u64)GROUP * K * VEC;
+    if constexpr (ORDER_FREE) return free_run<Op, GROUP, K, VEC>(op, ld, 0, (n + TILE - 1) / TILE, n, smem[calls++ & 1]);
     const u64 p = next_pow2(n);
     if (p <= TILE) return tile_reduce_at<Op, GROUP, K, VEC>(op, ld, 0, p, smem[calls++ & 1], warp);
     const bool first = (threadIdx.x % GROUP) == 0;
@@ -117,7 +135,8 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
 
 #ifdef CF_SEGMENT_KERNEL
 // Instantiated by the generated source, which defines CF_OP, CF_BLOCK, CF_GROUP (1, 32 or
-// CF_BLOCK: threads per segment), CF_K, CF_VEC and CF_OP_BYTES.
+// CF_BLOCK: threads per segment), CF_K, CF_VEC, CF_ORDER_FREE (0/1: Operator::ORDER_FREE,
+// used by a block per segment) and CF_OP_BYTES.
 typedef CF_OP cf_op_t;
 typedef cf_op_t::In cf_in_t;
 typedef cf_op_t::Acc cf_acc_t;
@@ -189,7 +208,9 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
             continue;
         }
         const cf::SegmentLoader<cf_op_t, CF_VEC> ld{x + lo, hi - lo, (reinterpret_cast<unsigned long long>(x + lo) & 15) == 0};
-        const cf_acc_t r = cf::segment_tree<cf_op_t, CF_GROUP, CF_K, CF_VEC>(op, ld, hi - lo, smem, warp, calls);
+        const cf_acc_t r =
+            cf::segment_tree<cf_op_t, CF_GROUP, CF_K, CF_VEC, CF_ORDER_FREE != 0 && CF_GROUP == CF_BLOCK>(
+                op, ld, hi - lo, smem, warp, calls);
         if (leader) out[s] = op.finish(r, hi - lo);
     }
 #endif

@@ -132,40 +132,34 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     }
 }
 
-#[test]
-#[ignore = "needs a CUDA device"]
-fn f32_segments_have_the_cpu_bits() {
-    check::<f32, _>(Sum, "f32 sum");
-    check::<f32, _>(ArgMax, "f32 argmax");
-    check::<f32, _>(MeanVar, "f32 meanvar");
-    check::<f32, _>(Div2Mean, "f32 div2mean");
-    check::<f32, _>(Min, "f32 min");
+/// One test per operator and type, so that their kernels compile in parallel.
+macro_rules! segment_tests {
+    ($($name:ident: $t:ty, $op:expr;)*) => {$(
+        #[test]
+        #[ignore = "needs a CUDA device"]
+        fn $name() {
+            check::<$t, _>($op, stringify!($name));
+        }
+    )*};
 }
 
-#[test]
-#[ignore = "needs a CUDA device"]
-fn f64_and_half_segments_have_the_cpu_bits() {
-    check::<f64, _>(Sum, "f64 sum");
-    check::<f64, _>(ArgMin, "f64 argmin");
-    check::<cufold::f16, _>(Sum, "f16 sum");
-    check::<cufold::f16, _>(Max, "f16 max");
-    check::<cufold::bf16, _>(Sum, "bf16 sum");
-}
-
-#[test]
-#[ignore = "needs a CUDA device"]
-fn integer_segments_have_the_cpu_bits() {
-    check::<i32, _>(Sum, "i32 sum");
-    check::<u8, _>(WideSum, "u8 widesum");
-    check::<u8, _>(ArgMax, "u8 argmax");
-    check::<i64, _>(Prod, "i64 prod");
-}
-
-#[test]
-#[ignore = "needs a CUDA device"]
-fn non_commutative_segments_keep_their_order() {
-    check::<Affine<f32>, _>(Compose, "affine f32");
-    check::<Affine<f64>, _>(Compose, "affine f64");
+segment_tests! {
+    f32_sum_segments_have_the_cpu_bits: f32, Sum;
+    f32_argmax_segments_have_the_cpu_bits: f32, ArgMax;
+    f32_meanvar_segments_have_the_cpu_bits: f32, MeanVar;
+    f32_div2mean_segments_have_the_cpu_bits: f32, Div2Mean;
+    f32_min_segments_have_the_cpu_bits: f32, Min;
+    f64_sum_segments_have_the_cpu_bits: f64, Sum;
+    f64_argmin_segments_have_the_cpu_bits: f64, ArgMin;
+    f16_sum_segments_have_the_cpu_bits: cufold::f16, Sum;
+    f16_max_segments_have_the_cpu_bits: cufold::f16, Max;
+    bf16_sum_segments_have_the_cpu_bits: cufold::bf16, Sum;
+    i32_sum_segments_have_the_cpu_bits: i32, Sum;
+    u8_widesum_segments_have_the_cpu_bits: u8, WideSum;
+    u8_argmax_segments_have_the_cpu_bits: u8, ArgMax;
+    i64_prod_segments_have_the_cpu_bits: i64, Prod;
+    affine_f32_segments_keep_their_order: Affine<f32>, Compose;
+    affine_f64_segments_keep_their_order: Affine<f64>, Compose;
 }
 
 #[test]
@@ -343,15 +337,23 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     }
 }
 
-#[test]
-#[ignore = "needs a CUDA device"]
-fn segment_scans_have_the_cpu_bits() {
-    check_scan::<f32, _>(Sum, "scan f32 sum");
-    check_scan::<f32, _>(ArgMax, "scan f32 argmax");
-    check_scan::<f64, _>(MeanVar, "scan f64 meanvar");
-    check_scan::<i32, _>(Max, "scan i32 max");
-    check_scan::<cufold::f16, _>(Sum, "scan f16 sum");
-    check_scan::<Affine<f32>, _>(Compose, "scan affine f32");
+macro_rules! segment_scan_tests {
+    ($($name:ident: $t:ty, $op:expr;)*) => {$(
+        #[test]
+        #[ignore = "needs a CUDA device"]
+        fn $name() {
+            check_scan::<$t, _>($op, stringify!($name));
+        }
+    )*};
+}
+
+segment_scan_tests! {
+    f32_sum_segment_scans_have_the_cpu_bits: f32, Sum;
+    f32_argmax_segment_scans_have_the_cpu_bits: f32, ArgMax;
+    f64_meanvar_segment_scans_have_the_cpu_bits: f64, MeanVar;
+    i32_max_segment_scans_have_the_cpu_bits: i32, Max;
+    f16_sum_segment_scans_have_the_cpu_bits: cufold::f16, Sum;
+    affine_f32_segment_scans_keep_their_order: Affine<f32>, Compose;
 }
 
 #[test]
@@ -423,7 +425,10 @@ fn every_builtin_segment_kernel_compiles_for_hopper() {
                 }
             }
         }
-        let shape = cufold::reduce::ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap();
+        let shape = cufold::reduce::ReduceShape {
+            order_free: O::ORDER_FREE,
+            ..cufold::reduce::ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap()
+        };
         for group in [1, 32, 256] {
             if let Err(e) = cufold::segment::compile_kernel(
                 &op.cuda(),

@@ -14,8 +14,9 @@ use std::marker::PhantomData;
 use std::sync::OnceLock;
 
 /// The full CUDA source of the segmented reduction kernel for `op` (whose run-time
-/// parameters are `param_bytes` long), with `shape`'s block size and loads, and `group`
-/// threads per segment (1, 32, or the whole block).
+/// parameters are `param_bytes` long), with `shape`'s block size, loads and order-free
+/// schedule (used by a block per segment), and `group` threads per segment (1, 32, or the
+/// whole block).
 ///
 /// ```
 /// use cufold::ops::{Operator, Sum};
@@ -32,6 +33,7 @@ pub fn kernel_source(op: &CudaOp, param_bytes: usize, shape: &ReduceShape, group
             ("CF_GROUP", group.to_string()),
             ("CF_K", shape.loads.to_string()),
             ("CF_VEC", shape.vec.to_string()),
+            ("CF_ORDER_FREE", (shape.order_free as u32).to_string()),
             ("CF_OP_BYTES", param_bytes.to_string()),
         ],
     )
@@ -109,7 +111,10 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentReducer<T, O> {
 impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
         check_block(config.get_block())?;
-        let shape = ReduceShape::for_sizes(std::mem::size_of::<T>(), config.get_block())?;
+        let shape = ReduceShape {
+            order_free: O::ORDER_FREE,
+            ..ReduceShape::for_sizes(std::mem::size_of::<T>(), config.get_block())?
+        };
         let params = op.params();
         Ok(SegmentReducer {
             gpu,
