@@ -61,7 +61,8 @@ template <class Op, int VEC> struct SegmentLoader {
     }
 };
 
-// The canonical tree over the n >= 1 positions of `ld`, by a group of GROUP threads (every
+// The canonical tree over the n >= 1 positions of `ld` from `first` (a multiple of the
+// tile), by a group of GROUP threads (every
 // thread of the group calls it; the result is meaningful in the group's first thread).
 // `smem`: two buffers of GROUP / 32 accumulators, alternated by the running count `calls`
 // (a block-wide group synchronises inside each tile, and a buffer is written again only
@@ -70,28 +71,32 @@ template <class Op, int VEC> struct SegmentLoader {
 // ORDER_FREE (Operator::ORDER_FREE, for a group that is the whole block): every order gives
 // the canonical tree's bits, so the block runs cf::free_run over the segment's tiles, one
 // accumulator per thread and one tree at the end, as the whole-array reduction does.
+//
+// `p` is the tree's width: next_pow2(n) for a segment's own tree, or a larger power of two
+// for a chunk of a longer row (the chunk's subtree of the row's tree, positions past n
+// absent).
 template <class Op, int GROUP, int K, int VEC, bool ORDER_FREE = false, class Loader>
-__device__ __forceinline__ typename Op::Acc segment_tree(const Op& op, const Loader& ld, u64 n,
+__device__ __forceinline__ typename Op::Acc segment_tree(const Op& op, const Loader& ld, u64 first, u64 n, u64 p,
                                                          typename Op::Acc (*smem)[GROUP / 32 > 0 ? GROUP / 32 : 1],
                                                          int warp, unsigned& calls) {
     typedef typename Op::Acc Acc;
     constexpr u64 TILE = (u64)GROUP * K * VEC;
-    if constexpr (ORDER_FREE) return free_run<Op, GROUP, K, VEC>(op, ld, 0, (n + TILE - 1) / TILE, n, smem[calls++ & 1]);
-    const u64 p = next_pow2(n);
-    if (p <= TILE) return tile_reduce_at<Op, GROUP, K, VEC>(op, ld, 0, p, smem[calls++ & 1], warp);
-    const bool first = (threadIdx.x % GROUP) == 0;
+    if constexpr (ORDER_FREE)
+        return free_run<Op, GROUP, K, VEC>(op, ld, first, (n + TILE - 1) / TILE, first + n, smem[calls++ & 1]);
+    if (p <= TILE) return tile_reduce_at<Op, GROUP, K, VEC>(op, ld, first, p, smem[calls++ & 1], warp);
+    const bool leader = (threadIdx.x % GROUP) == 0;
     // stack[l]: the tree over the last completed aligned block of 2^l tiles.
     Acc stack[64];
     const u64 tiles = (n + TILE - 1) / TILE, padded = p / TILE;
     for (u64 i = 0; i < tiles; ++i) {
-        Acc v = tile_reduce_at<Op, GROUP, K, VEC>(op, ld, i * TILE, TILE, smem[calls++ & 1], warp);
-        if (first) {
+        Acc v = tile_reduce_at<Op, GROUP, K, VEC>(op, ld, first + i * TILE, TILE, smem[calls++ & 1], warp);
+        if (leader) {
             int l = 0;
             for (; (i >> l) & 1; ++l) v = op.combine(stack[l], v);
             stack[l] = v;
         }
     }
-    if (!first) return op.identity();
+    if (!leader) return op.identity();
     // Tiles tiles..padded - 1 are absent: the largest aligned absent block at i joins the
     // present block to its left (bit ctz(i) of i is set) as the identity, and the result
     // climbs while blocks complete.
@@ -189,7 +194,7 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j);
             const cf::SegmentLoader<cf_op_t, CF_VEC> ld{x + a, b - a, (reinterpret_cast<unsigned long long>(x + a) & 15) == 0};
             unsigned calls = 0;
-            const cf_acc_t r = cf::segment_tree<cf_op_t, 32, CF_K, CF_VEC>(op, ld, b - a, smem, 0, calls);
+            const cf_acc_t r = cf::segment_tree<cf_op_t, 32, CF_K, CF_VEC>(op, ld, 0, b - a, cf::next_pow2(b - a), smem, 0, calls);
             if (lane == 0) out[base + j] = op.finish(r, b - a);
         }
     }
@@ -210,9 +215,55 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         const cf::SegmentLoader<cf_op_t, CF_VEC> ld{x + lo, hi - lo, (reinterpret_cast<unsigned long long>(x + lo) & 15) == 0};
         const cf_acc_t r =
             cf::segment_tree<cf_op_t, CF_GROUP, CF_K, CF_VEC, CF_ORDER_FREE != 0 && CF_GROUP == CF_BLOCK>(
-                op, ld, hi - lo, smem, warp, calls);
+                op, ld, 0, hi - lo, cf::next_pow2(hi - lo), smem, warp, calls);
         if (leader) out[s] = op.finish(r, hi - lo);
     }
 #endif
 }
+
+#if CF_GROUP == CF_BLOCK
+// Long rows split into aligned chunks of 2^chunk_log positions, a block per chunk: chunk c of
+// row r (segment r * per_row + c) is the subtree of the row's canonical tree over positions
+// c << chunk_log .. (c + 1) << chunk_log, written unfinished to partials (then
+// cf_segment_combine joins each row's chunks).
+extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+cf_segment_chunks(const cf_in_t* __restrict__ x, cf::u64 rows, cf::u64 stride, cf::u64 cols, unsigned chunk_log,
+                  cf_acc_t* __restrict__ partials, const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
+    __shared__ cf_acc_t smem[2][CF_BLOCK / 32];
+    const cf::u64 chunk = 1ull << chunk_log, per_row = (cols + chunk - 1) >> chunk_log;
+    unsigned calls = 0;
+    for (cf::u64 s = blockIdx.x; s < rows * per_row; s += gridDim.x) {
+        const cf::u64 r = s / per_row, c = s % per_row;
+        // The loader spans the whole row, so that positions (and lifted indices) count from
+        // the row's start.
+        const cf_in_t* row = x + r * stride;
+        const cf::u64 first = c << chunk_log;
+        const cf::u64 n = first + chunk <= cols ? chunk : cols - first;
+        const cf::SegmentLoader<cf_op_t, CF_VEC> ld{row, cols, (reinterpret_cast<unsigned long long>(row) & 15) == 0};
+        const cf_acc_t t = cf::segment_tree<cf_op_t, CF_BLOCK, CF_K, CF_VEC, CF_ORDER_FREE != 0>(
+            op, ld, first, n, chunk, smem, (int)(threadIdx.x >> 5), calls);
+        if (threadIdx.x == 0) partials[s] = t;
+    }
+}
+
+// A block per row joins the row's chunk trees (cf_segment_chunks) into the row's canonical
+// tree: the tile tree over them, cut at next_pow2(cols) >> chunk_log chunks (at most
+// CF_BLOCK * 8, split_chunk_log's bound), absent chunks the identity, as the whole-array
+// reduction's last block does with its partials; then the row's finish.
+extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+cf_segment_combine(const cf_acc_t* __restrict__ partials, cf::u64 rows, cf::u64 cols, unsigned chunk_log,
+                   cf_out_t* __restrict__ out, const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
+    __shared__ cf_acc_t smem[2][CF_BLOCK / 32];
+    const cf::u64 per_row = (cols + (1ull << chunk_log) - 1) >> chunk_log;
+    const cf::u64 padded = cf::next_pow2(cols) >> chunk_log;
+    unsigned calls = 0;
+    for (cf::u64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const cf::PartialLoader<cf_op_t> ld{partials + r * per_row, per_row};
+        const cf_acc_t t = cf::tile_reduce<cf_op_t, CF_BLOCK, 8, 1>(op, ld, 0, padded, smem[calls++ & 1]);
+        if (threadIdx.x == 0) out[r] = op.finish(t, cols);
+    }
+}
+#endif
 #endif

@@ -99,11 +99,13 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
         compare(&what, &download(&out), &want);
     }
     // Rows of a view at an odd offset: row r is x[5 + r * 4099..][..4097] (straddles a
-    // block's tile), and short rows (40 of 33) for the warp schedule.
+    // block's tile), short rows (40 of 33), and one long row (split into 18 chunks of 4096
+    // f32, completed to 32 by absent blocks).
     let view = xd.slice(5..);
     for rows in [
         Rows::new(12, 4097).stride(4099),
         Rows::new(40, 33).stride(37),
+        Rows::new(1, 70_001),
     ] {
         let want: Vec<Option<O::Out>> = (0..rows.rows)
             .map(|r| {
@@ -111,12 +113,10 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
                 Some(Cpu::new().reduce(&x[lo..lo + rows.cols], op).unwrap())
             })
             .collect();
-        for schedule in [
-            None,
-            Some(Schedule::Warp),
-            Some(Schedule::Block),
-            Some(Schedule::Whole),
-        ] {
+        for schedule in SCHEDULES
+            .into_iter()
+            .chain([Some(Schedule::Whole), Some(Schedule::Split)])
+        {
             let r = g
                 .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
                 .unwrap();

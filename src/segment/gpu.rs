@@ -1,7 +1,9 @@
 //! The segmented reduction on the GPU: one compiled kernel per operator, element type and
 //! schedule (a warp or a block per segment), one launch per call, on the caller's stream.
 
-use super::plan::{check_offsets_len, check_rows, plan, with_schedule, Schedule, SegmentPlan};
+use super::plan::{
+    check_offsets_len, check_rows, plan, split_chunk_log, with_schedule, Schedule, SegmentPlan,
+};
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, Result};
@@ -93,6 +95,8 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
     thread: OnceLock<CudaFunction>,
     warp: OnceLock<CudaFunction>,
     block: OnceLock<CudaFunction>,
+    chunk_fn: OnceLock<CudaFunction>,
+    combine_fn: OnceLock<CudaFunction>,
     whole: OnceLock<Reducer<T, O>>,
     _input: PhantomData<fn(T)>,
 }
@@ -126,6 +130,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             thread: OnceLock::new(),
             warp: OnceLock::new(),
             block: OnceLock::new(),
+            chunk_fn: OnceLock::new(),
+            combine_fn: OnceLock::new(),
             whole: OnceLock::new(),
             _input: PhantomData,
         })
@@ -157,9 +163,11 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let (block, dev) = (self.config.get_block(), &self.gpu.inner.props);
         match self.config.get_schedule() {
             None => plan(segments, total, rows, block, dev),
-            // The whole-array reducer takes rows only: segments on the device have lengths
-            // the host does not know.
-            Some(Schedule::Whole) if !rows => with_schedule(Schedule::Block, segments, block, dev),
+            // Whole rows and split rows are for rows only: segments on the device have
+            // lengths the host does not know.
+            Some(Schedule::Whole | Schedule::Split) if !rows => {
+                with_schedule(Schedule::Block, segments, block, dev)
+            }
             Some(s) => with_schedule(s, segments, block, dev),
         }
     }
@@ -200,6 +208,9 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let stream = &self.gpu.inner.stream;
         let (x_ptr, _x_guard) = x.device_ptr(stream);
         let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
+        if plan.schedule == Schedule::Split && rows.cols > 1 {
+            return self.split_rows(x_ptr, rows, out_ptr);
+        }
         if plan.schedule == Schedule::Whole && rows.cols > 0 {
             let reducer = match self.whole.get() {
                 Some(r) => r,
@@ -285,6 +296,75 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                 out_ptr,
             )
         }
+    }
+
+    /// [`Schedule::Split`]: a block per aligned chunk of every row into the handle's scratch
+    /// memory (each chunk's subtree of its row's tree, unfinished), then a block per row
+    /// joining them. Two launches, in order on the stream.
+    fn split_rows(&self, x_ptr: u64, rows: Rows, out_ptr: u64) -> Result<()> {
+        let dev = &self.gpu.inner.props;
+        let (r, cols) = (rows.rows as u64, rows.cols as u64);
+        let chunk_log = split_chunk_log(r, cols, self.shape.tile(), self.config.get_block(), dev);
+        let chunks = r * cols.div_ceil(1 << chunk_log);
+        let chunk_fn = self.split_function(&self.chunk_fn, "cf_segment_chunks")?;
+        let combine_fn = self.split_function(&self.combine_fn, "cf_segment_combine")?;
+        let block = self.config.get_block();
+        let grid = with_schedule(Schedule::Block, chunks, block, dev).grid as u32;
+        let rows_grid = r.clamp(1, i32::MAX as u64) as u32;
+        let plain = chunks as usize * std::mem::size_of::<O::Acc>();
+        let stream = &self.gpu.inner.stream;
+        let mut arena = self.gpu.inner.scratch.lock().unwrap();
+        arena.with_lease(stream, 0, plain, 0, |lease| {
+            let (stride, chunk_log32) = (rows.stride as u64, chunk_log);
+            let mut a = stream.launch_builder(chunk_fn);
+            a.arg(&x_ptr)
+                .arg(&r)
+                .arg(&stride)
+                .arg(&cols)
+                .arg(&chunk_log32)
+                .arg(&lease.plain)
+                .arg(&*self.params);
+            let cfg = |g: u32| LaunchConfig {
+                grid_dim: (g, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: (const In*, u64, u64, u64, unsigned, Acc*, OpBytes): x holds the rows
+            // (checked by the caller), the plain region `chunks` accumulators.
+            unsafe { a.launch(cfg(grid.max(1))) }.map_err(|e| {
+                Error::driver("launching the segmented reduction's chunk kernel", e)
+            })?;
+            let mut b = stream.launch_builder(combine_fn);
+            b.arg(&lease.plain)
+                .arg(&r)
+                .arg(&cols)
+                .arg(&chunk_log32)
+                .arg(&out_ptr)
+                .arg(&*self.params);
+            // SAFETY: (const Acc*, u64, u64, unsigned, Out*, OpBytes): the partials the chunk
+            // kernel wrote before it on this stream, `rows` outputs.
+            unsafe { b.launch(cfg(rows_grid)) }
+                .map(|_| ())
+                .map_err(|e| Error::driver("launching the segmented reduction's combine kernel", e))
+        })
+    }
+
+    fn split_function<'a>(
+        &self,
+        cell: &'a OnceLock<CudaFunction>,
+        name: &str,
+    ) -> Result<&'a CudaFunction> {
+        if let Some(f) = cell.get() {
+            return Ok(f);
+        }
+        let cuda = self.op.cuda();
+        let group = self.config.get_block();
+        let f = self
+            .gpu
+            .kernel(name, &cuda, &(self.shape, group, self.param_bytes), || {
+                kernel_source(&cuda, self.param_bytes, &self.shape, group)
+            })?;
+        Ok(cell.get_or_init(|| f))
     }
 
     fn function(&self, schedule: Schedule) -> Result<&CudaFunction> {

@@ -50,7 +50,8 @@ mod scan_gpu;
 
 pub use gpu::{compile_kernel, kernel_source, SegmentReducer};
 pub use plan::{
-    plan, with_schedule, Schedule, SegmentPlan, THREAD_MAX_MEAN, WARP_MAX_MEAN, WHOLE_MIN_LEN,
+    plan, split_chunk_log, with_schedule, Schedule, SegmentPlan, THREAD_MAX_MEAN, WARP_MAX_MEAN,
+    WHOLE_MIN_LEN,
 };
 pub use scan_gpu::{compile_scan_kernel, scan_kernel_source, SegmentScanner};
 
@@ -141,8 +142,8 @@ impl SegmentConfig {
     }
 
     /// A schedule for every launch, instead of the planner's choice by length (`None`, the
-    /// default). [`Schedule::Whole`] applies to rows only; segments by offsets take
-    /// [`Schedule::Block`] then.
+    /// default). [`Schedule::Whole`] and [`Schedule::Split`] apply to rows only; segments by
+    /// offsets take [`Schedule::Block`] then (and scans take `Whole` for `Split`).
     ///
     /// ```
     /// use cufold::segment::{Schedule, SegmentConfig};

@@ -25,10 +25,14 @@ pub enum Schedule {
     Warp,
     /// One block per segment: for segments of many tiles.
     Block,
-    /// The whole-array [`Reducer`](crate::Reducer) once per segment, with as many blocks
-    /// as it plans (rows only, where there are too few rows to fill the device and each
-    /// is long).
+    /// The whole-array [`Reducer`](crate::Reducer) (or [`Scanner`](crate::Scanner)) once per
+    /// row, with as many blocks as it plans: rows only.
     Whole,
+    /// Rows too few to fill the device and each long: every row cut into aligned chunks of
+    /// a power-of-two length (subtrees of the row's tree), a block per chunk, then a block
+    /// per row joining its chunks; two launches for all the rows. Reductions of rows only
+    /// (a scan takes [`Schedule::Whole`] instead).
+    Split,
 }
 
 /// Mean segment length up to which a thread takes a segment ([`Schedule::Thread`]).
@@ -36,7 +40,8 @@ pub const THREAD_MAX_MEAN: u64 = 64;
 /// Mean segment length up to which a warp takes a segment ([`Schedule::Warp`]): 16 tiles
 /// of a warp (8192 f32).
 pub const WARP_MAX_MEAN: u64 = 8192;
-/// Length from which rows too few to fill the device go to the whole-array reducer.
+/// Length from which rows too few to fill the device are split into chunks
+/// ([`Schedule::Split`]).
 pub const WHOLE_MIN_LEN: u64 = 1 << 20;
 
 /// A launch of the segmented reduction.
@@ -63,8 +68,7 @@ pub struct SegmentPlan {
 /// - mean length `total / segments` up to [`THREAD_MAX_MEAN`]: a thread per segment;
 /// - up to [`WARP_MAX_MEAN`]: a warp per segment;
 /// - rows of at least [`WHOLE_MIN_LEN`] elements, fewer than the device has
-///   multiprocessors: the whole-array reducer, once per row, so that every multiprocessor
-///   works on every row;
+///   multiprocessors: [`Schedule::Split`], so that every multiprocessor works on every row;
 /// - otherwise a block per segment.
 ///
 /// The grid is at most four waves of resident blocks; blocks take segments in turn (each
@@ -75,7 +79,7 @@ pub struct SegmentPlan {
 /// use cufold::segment::{plan, Schedule};
 /// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
 /// assert_eq!(plan(1 << 14, 1 << 28, true, 256, &h100).schedule, Schedule::Block);
-/// assert_eq!(plan(16, 16 << 24, true, 256, &h100).schedule, Schedule::Whole);
+/// assert_eq!(plan(16, 16 << 24, true, 256, &h100).schedule, Schedule::Split);
 /// assert_eq!(plan(16, 16 << 24, false, 256, &h100).schedule, Schedule::Block);
 /// assert_eq!(plan(3, 12, false, 256, &h100).grid, 1);
 /// ```
@@ -86,7 +90,7 @@ pub fn plan(segments: u64, total: u64, rows: bool, block: u32, dev: &DeviceProps
     } else if mean <= WARP_MAX_MEAN {
         Schedule::Warp
     } else if rows && mean >= WHOLE_MIN_LEN && segments < dev.sm_count as u64 {
-        Schedule::Whole
+        Schedule::Split
     } else {
         Schedule::Block
     };
@@ -119,10 +123,35 @@ pub fn with_schedule(
     };
     let waves = 4 * dev.sm_count as u64 * (dev.max_threads_per_sm / block).max(1) as u64;
     let grid = match schedule {
-        Schedule::Whole => 0,
+        Schedule::Whole | Schedule::Split => 0,
         _ => segments.div_ceil(per_block).clamp(1, waves),
     };
     SegmentPlan { schedule, grid }
+}
+
+/// The chunk length (a power of two, as its log2) for [`Schedule::Split`]: at least one
+/// block's `tile`, at most half of the row's tree width (so that a row has two chunks or
+/// more), few enough per row for one block to join (`block * 8`), and otherwise small
+/// enough that all the rows' chunks make four waves of resident blocks.
+///
+/// ```
+/// use cufold::gpu::DeviceProps;
+/// use cufold::segment::split_chunk_log;
+/// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
+/// // 16 rows of 2^24 f32, 4096-position tiles: 2^15-position chunks, 512 per row.
+/// assert_eq!(split_chunk_log(16, 1 << 24, 4096, 256, &h100), 15);
+/// assert_eq!(split_chunk_log(1, 5000, 4096, 256, &h100), 12); // one tile, two chunks
+/// ```
+pub fn split_chunk_log(rows: u64, cols: u64, tile: u64, block: u32, dev: &DeviceProps) -> u32 {
+    let waves = 4 * dev.sm_count as u64 * (dev.max_threads_per_sm / block).max(1) as u64;
+    let want = (rows.max(1) * cols / waves).max(1);
+    let width = cols.max(2).next_power_of_two();
+    let top = (width / 2).max(1);
+    // At least one tile, and few enough chunks per row for one block to join them
+    // (block * 8, the joining kernel's tile).
+    let bottom = tile.max(width / (block as u64 * 8)).min(top);
+    let chunk = (1u64 << want.ilog2()).clamp(bottom, top);
+    chunk.ilog2()
 }
 
 /// Checks the rows of a matrix against the input and output lengths.
@@ -216,9 +245,9 @@ mod tests {
         );
         assert_eq!(
             plan(16, 1 << 28, true, 256, &H100).schedule,
-            Schedule::Whole
+            Schedule::Split
         );
-        // Ragged offsets never take the whole-array path: their lengths are on the device.
+        // Ragged offsets are never split: their lengths are on the device.
         assert_eq!(
             plan(16, 1 << 28, false, 256, &H100).schedule,
             Schedule::Block
@@ -231,7 +260,7 @@ mod tests {
         for (segments, total) in [(1u64, 1u64), (7, 0), (1 << 30, 1 << 32), (5, 1 << 40)] {
             for rows in [false, true] {
                 let p = plan(segments, total, rows, 256, &H100);
-                if p.schedule != Schedule::Whole {
+                if p.schedule != Schedule::Split {
                     assert!(p.grid >= 1 && p.grid <= 4 * 132 * 8, "{p:?}");
                     let groups = p.grid
                         * match p.schedule {
@@ -243,6 +272,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn split_chunks_are_subtrees_that_fill_the_device() {
+        for (rows, cols) in [
+            (1u64, 1u64 << 20),
+            (16, 1 << 24),
+            (100, 3_000_001),
+            (1, 4097),
+            (131, 1 << 30),
+        ] {
+            let l = split_chunk_log(rows, cols, 4096, 256, &H100);
+            let chunk = 1u64 << l;
+            // Two chunks or more per row, each a power of two no wider than half the row's tree.
+            assert!(
+                chunk <= cols.next_power_of_two() / 2,
+                "{rows} x {cols}: {chunk}"
+            );
+            assert!(
+                chunk >= 4096 || chunk == cols.next_power_of_two() / 2,
+                "{rows} x {cols}: {chunk}"
+            );
+            let chunks = rows * cols.div_ceil(chunk);
+            assert!(chunks >= 2, "{rows} x {cols}");
+        }
+        // Never more chunks per row than a block joins.
+        assert_eq!(split_chunk_log(1, 1 << 40, 4096, 256, &H100), 40 - 11);
+        // Enough chunks for four waves when the rows are long enough.
+        assert!(
+            16 * ((1u64 << 24) >> split_chunk_log(16, 1 << 24, 4096, 256, &H100)) >= 4 * 132 * 8
+        );
     }
 
     #[test]

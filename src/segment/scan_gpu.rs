@@ -151,14 +151,14 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     pub fn plan(&self, segments: u64, total: u64, rows: bool) -> SegmentPlan {
         let dev = &self.gpu.inner.props;
         let schedule = match self.config.get_schedule() {
-            Some(Schedule::Whole) if !rows => Schedule::Block,
+            Some(Schedule::Whole | Schedule::Split) if !rows => Schedule::Block,
             Some(s) => s,
             None => plan(segments, total, rows, self.block, dev).schedule,
         };
-        let schedule = if schedule == Schedule::Warp {
-            Schedule::Block
-        } else {
-            schedule
+        let schedule = match schedule {
+            Schedule::Warp => Schedule::Block,
+            Schedule::Split => Schedule::Whole,
+            s => s,
         };
         with_schedule(schedule, segments, self.block, dev)
     }
