@@ -132,34 +132,39 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     }
 }
 
-/// One test per operator and type, so that their kernels compile in parallel.
+/// One test per operator and type, so that their kernels compile in parallel; those marked
+/// `full` run in the full tier only (CUFOLD_TEST_TIER=full: every test compiles five or six
+/// kernels, and the default tier keeps one of each kind of operator).
 macro_rules! segment_tests {
-    ($($name:ident: $t:ty, $op:expr;)*) => {$(
+    ($($name:ident: $t:ty, $op:expr, $tier:ident;)*) => {$(
         #[test]
         #[ignore = "needs a CUDA device"]
         fn $name() {
+            if stringify!($tier) == "full" && !in_full_tier(stringify!($name)) {
+                return;
+            }
             check::<$t, _>($op, stringify!($name));
         }
     )*};
 }
 
 segment_tests! {
-    f32_sum_segments_have_the_cpu_bits: f32, Sum;
-    f32_argmax_segments_have_the_cpu_bits: f32, ArgMax;
-    f32_meanvar_segments_have_the_cpu_bits: f32, MeanVar;
-    f32_div2mean_segments_have_the_cpu_bits: f32, Div2Mean;
-    f32_min_segments_have_the_cpu_bits: f32, Min;
-    f64_sum_segments_have_the_cpu_bits: f64, Sum;
-    f64_argmin_segments_have_the_cpu_bits: f64, ArgMin;
-    f16_sum_segments_have_the_cpu_bits: cufold::f16, Sum;
-    f16_max_segments_have_the_cpu_bits: cufold::f16, Max;
-    bf16_sum_segments_have_the_cpu_bits: cufold::bf16, Sum;
-    i32_sum_segments_have_the_cpu_bits: i32, Sum;
-    u8_widesum_segments_have_the_cpu_bits: u8, WideSum;
-    u8_argmax_segments_have_the_cpu_bits: u8, ArgMax;
-    i64_prod_segments_have_the_cpu_bits: i64, Prod;
-    affine_f32_segments_keep_their_order: Affine<f32>, Compose;
-    affine_f64_segments_keep_their_order: Affine<f64>, Compose;
+    f32_sum_segments_have_the_cpu_bits: f32, Sum, default;
+    f32_argmax_segments_have_the_cpu_bits: f32, ArgMax, default;
+    f32_meanvar_segments_have_the_cpu_bits: f32, MeanVar, default;
+    f32_div2mean_segments_have_the_cpu_bits: f32, Div2Mean, full;
+    f32_min_segments_have_the_cpu_bits: f32, Min, full;
+    f64_sum_segments_have_the_cpu_bits: f64, Sum, default;
+    f64_argmin_segments_have_the_cpu_bits: f64, ArgMin, full;
+    f16_sum_segments_have_the_cpu_bits: cufold::f16, Sum, full;
+    f16_max_segments_have_the_cpu_bits: cufold::f16, Max, default;
+    bf16_sum_segments_have_the_cpu_bits: cufold::bf16, Sum, full;
+    i32_sum_segments_have_the_cpu_bits: i32, Sum, default;
+    u8_widesum_segments_have_the_cpu_bits: u8, WideSum, full;
+    u8_argmax_segments_have_the_cpu_bits: u8, ArgMax, default;
+    i64_prod_segments_have_the_cpu_bits: i64, Prod, full;
+    affine_f32_segments_keep_their_order: Affine<f32>, Compose, default;
+    affine_f64_segments_keep_their_order: Affine<f64>, Compose, full;
 }
 
 #[test]
@@ -338,22 +343,25 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
 }
 
 macro_rules! segment_scan_tests {
-    ($($name:ident: $t:ty, $op:expr;)*) => {$(
+    ($($name:ident: $t:ty, $op:expr, $tier:ident;)*) => {$(
         #[test]
         #[ignore = "needs a CUDA device"]
         fn $name() {
+            if stringify!($tier) == "full" && !in_full_tier(stringify!($name)) {
+                return;
+            }
             check_scan::<$t, _>($op, stringify!($name));
         }
     )*};
 }
 
 segment_scan_tests! {
-    f32_sum_segment_scans_have_the_cpu_bits: f32, Sum;
-    f32_argmax_segment_scans_have_the_cpu_bits: f32, ArgMax;
-    f64_meanvar_segment_scans_have_the_cpu_bits: f64, MeanVar;
-    i32_max_segment_scans_have_the_cpu_bits: i32, Max;
-    f16_sum_segment_scans_have_the_cpu_bits: cufold::f16, Sum;
-    affine_f32_segment_scans_keep_their_order: Affine<f32>, Compose;
+    f32_sum_segment_scans_have_the_cpu_bits: f32, Sum, default;
+    f32_argmax_segment_scans_have_the_cpu_bits: f32, ArgMax, full;
+    f64_meanvar_segment_scans_have_the_cpu_bits: f64, MeanVar, default;
+    i32_max_segment_scans_have_the_cpu_bits: i32, Max, full;
+    f16_sum_segment_scans_have_the_cpu_bits: cufold::f16, Sum, full;
+    affine_f32_segment_scans_keep_their_order: Affine<f32>, Compose, default;
 }
 
 #[test]
