@@ -325,8 +325,8 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
 
     /// Enqueues the reduction of `x` into `out` (length 1) on the stream; returns at once.
     ///
-    /// Errors: an `out` whose length is not 1 ([`ErrorKind::LengthMismatch`]), an empty `x`
-    /// for an operator without an empty value ([`ErrorKind::EmptyInput`]), driver failures.
+    /// Errors: an `out` whose length is not 1 ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)), an empty `x`
+    /// for an operator without an empty value ([`ErrorKind::EmptyInput`](crate::ErrorKind::EmptyInput)), driver failures.
     ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;

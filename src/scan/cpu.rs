@@ -41,7 +41,7 @@ impl Cpu {
     }
 
     /// The scan of `x` into `out`, which must have the same length
-    /// ([`ErrorKind::LengthMismatch`] otherwise).
+    /// ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch) otherwise).
     ///
     /// ```
     /// use cufold::{ops, Cpu, ScanKind};

@@ -222,7 +222,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
     /// `finish(x[0] ⊕ ... ⊕ x[i], i + 1)`. Inputs and outputs may be `CudaSlice`s or views at
     /// any offset.
     ///
-    /// Errors: lengths that differ ([`ErrorKind::LengthMismatch`]), driver failures.
+    /// Errors: lengths that differ ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)), driver failures.
     ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
@@ -383,7 +383,7 @@ impl Gpu {
     /// A scanner for `op` over elements of type `T`: its kernel is compiled (or loaded from
     /// a cache) now, once.
     ///
-    /// Errors for an operator that cannot be scanned ([`ErrorKind::InvalidConfig`], see
+    /// Errors for an operator that cannot be scanned ([`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), see
     /// [`Operator::SCANNABLE`]) or whose kernel does not compile.
     ///
     /// ```no_run

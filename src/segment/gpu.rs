@@ -72,7 +72,9 @@ pub fn compile_kernel(
 /// its segment alone).
 ///
 /// Every method enqueues on the stream and returns at once: no synchronisation, no host
-/// copy, no allocation. Kernels are compiled (or loaded from the cache) on first use of
+/// copy; the split schedule's partial results use the [`Gpu`] handle's scratch memory
+/// (allocated once, grown when needed). Kernels are compiled (or loaded from the cache) on
+/// first use of
 /// each schedule.
 ///
 /// ```no_run
