@@ -135,20 +135,9 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode, 
     next[threadIdx.x] = p;
     __syncthreads();
 
-    // Exclusive prefixes of the run; the inclusive prefix of item j is the exclusive prefix
-    // of item j + 1, or of the next thread's run for the last item.
-    cf_acc_t e[J];
-    cf::run_down(op, a, p, has, e);
-    const bool exclusive = mode & CF_SCAN_EXCLUSIVE;
+    // The inclusive prefix of the run's last item is the next thread's exclusive prefix.
     cf_out_t o[J];
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-        if (exclusive) {
-            o[j] = op.finish(j == 0 && !has ? op.identity() : e[j], pos + j);
-        } else {
-            o[j] = op.finish(j + 1 < J ? e[j + 1 < J ? j + 1 : 0] : next[threadIdx.x + 1], pos + j + 1);
-        }
-    }
+    cf::run_outputs(op, a, p, has, next[threadIdx.x + 1], pos, (mode & CF_SCAN_EXCLUSIVE) != 0, o);
 #if CF_STAGING
     if (!cf::store_run_warp<J>(y, n, pos, (mode & CF_SCAN_Y_ALIGNED) != 0, o, wstage))
 #endif

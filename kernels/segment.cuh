@@ -11,9 +11,9 @@
 //   tile     GROUP * K * VEC positions (a power of two): cf::tile_reduce_at, the same tile
 //            tree as the whole-array kernel, cut at next_pow2(hi - lo) for a short segment;
 //   tiles    for a longer segment, the tile trees in order on a binary counter in the
-//            group's first thread: aligned pairs combine as they complete; tiles past the
-//            end complete the tree to next_pow2 tiles as absent blocks (a present left
-//            half combines with the identity, as the CPU's tree does).
+//            group's first thread (cf::TreeCounter): aligned pairs combine as they
+//            complete; tiles past the end complete the tree to next_pow2 tiles as absent
+//            blocks (a present left half combines with the identity, as the CPU's does).
 //
 // Empty segments get finish(identity, 0) when the operator has an empty value (`write_empty`)
 // and are left untouched otherwise; a segment with hi < lo or hi > n (offsets on the device
@@ -61,6 +61,33 @@ template <class Op, int VEC> struct SegmentLoader {
     }
 };
 
+// The canonical tree built left to right, one unit (a value, a tile's tree) at a time, on a
+// binary counter: stack[l] is the tree over the last completed aligned block of 2^l units.
+template <class Acc> struct TreeCounter {
+    Acc stack[64];
+    // Unit i (0, 1, 2, ... in order) joins; aligned pairs combine as they complete.
+    template <class Op> __device__ __forceinline__ void push(const Op& op, u64 i, Acc v) {
+        int l = 0;
+        for (; (i >> l) & 1; ++l) v = op.combine(stack[l], v);
+        stack[l] = v;
+    }
+    // After `count` units, units count .. padded - 1 (padded a power of two) are absent: the
+    // largest aligned absent block at i joins the present block to its left (bit ctz(i) of
+    // i is set) as the identity, as the CPU's tree does, and the result climbs while blocks
+    // complete. Returns the tree over the padded units.
+    template <class Op> __device__ __forceinline__ Acc complete(const Op& op, u64 count, u64 padded) {
+        for (u64 i = count; i < padded;) {
+            int l = __ffsll((long long)i) - 1;
+            const u64 size = 1ull << l;
+            Acc v = op.combine(stack[l], op.identity());
+            for (++l; (i >> l) & 1; ++l) v = op.combine(stack[l], v);
+            stack[l] = v;
+            i += size;
+        }
+        return stack[63 - __clzll((long long)padded)];
+    }
+};
+
 // The canonical tree over the n >= 1 positions of `ld` from `first` (a multiple of the
 // tile), by a group of GROUP threads (every
 // thread of the group calls it; the result is meaningful in the group's first thread).
@@ -79,61 +106,29 @@ template <class Op, int GROUP, int K, int VEC, bool ORDER_FREE = false, class Lo
 __device__ __forceinline__ typename Op::Acc segment_tree(const Op& op, const Loader& ld, u64 first, u64 n, u64 p,
                                                          typename Op::Acc (*smem)[GROUP / 32 > 0 ? GROUP / 32 : 1],
                                                          int warp, unsigned& calls) {
-    typedef typename Op::Acc Acc;
     constexpr u64 TILE = (u64)GROUP * K * VEC;
     if constexpr (ORDER_FREE)
         return free_run<Op, GROUP, K, VEC>(op, ld, first, (n + TILE - 1) / TILE, first + n, smem[calls++ & 1]);
     if (p <= TILE) return tile_reduce_at<Op, GROUP, K, VEC>(op, ld, first, p, smem[calls++ & 1], warp);
     const bool leader = (threadIdx.x % GROUP) == 0;
-    // stack[l]: the tree over the last completed aligned block of 2^l tiles.
-    Acc stack[64];
-    const u64 tiles = (n + TILE - 1) / TILE, padded = p / TILE;
+    TreeCounter<typename Op::Acc> tree;
+    const u64 tiles = (n + TILE - 1) / TILE;
     for (u64 i = 0; i < tiles; ++i) {
-        Acc v = tile_reduce_at<Op, GROUP, K, VEC>(op, ld, first + i * TILE, TILE, smem[calls++ & 1], warp);
-        if (leader) {
-            int l = 0;
-            for (; (i >> l) & 1; ++l) v = op.combine(stack[l], v);
-            stack[l] = v;
-        }
+        const typename Op::Acc v =
+            tile_reduce_at<Op, GROUP, K, VEC>(op, ld, first + i * TILE, TILE, smem[calls++ & 1], warp);
+        if (leader) tree.push(op, i, v);
     }
-    if (!leader) return op.identity();
-    // Tiles tiles..padded - 1 are absent: the largest aligned absent block at i joins the
-    // present block to its left (bit ctz(i) of i is set) as the identity, and the result
-    // climbs while blocks complete.
-    for (u64 i = tiles; i < padded;) {
-        int l = __ffsll((long long)i) - 1;
-        const u64 size = 1ull << l;
-        Acc v = op.combine(stack[l], op.identity());
-        for (++l; (i >> l) & 1; ++l) v = op.combine(stack[l], v);
-        stack[l] = v;
-        i += size;
-    }
-    return stack[63 - __clzll((long long)padded)];
+    return leader ? tree.complete(op, tiles, p / TILE) : op.identity();
 }
 
 // The canonical tree over the n >= 1 values at x, by one thread (lifted with their place
-// 0 .. n - 1): each value joins a binary counter of completed aligned blocks, as the tiles
-// do in segment_tree, and absent positions up to next_pow2(n) complete it the same way.
+// 0 .. n - 1): each value joins the counter, as the tiles do in segment_tree, and absent
+// positions up to next_pow2(n) complete it the same way.
 template <class Op>
 __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const typename Op::In* __restrict__ x, u64 n) {
-    typedef typename Op::Acc Acc;
-    Acc stack[64];
-    for (u64 i = 0; i < n; ++i) {
-        Acc v = op.lift(x[i], i);
-        int l = 0;
-        for (; (i >> l) & 1; ++l) v = op.combine(stack[l], v);
-        stack[l] = v;
-    }
-    const u64 p = next_pow2(n);
-    for (u64 i = n; i < p;) {
-        int l = __ffsll((long long)i) - 1;
-        const u64 size = 1ull << l;
-        Acc v = op.combine(stack[l], op.identity());
-        for (++l; (i >> l) & 1; ++l) v = op.combine(stack[l], v);
-        stack[l] = v;
-        i += size;
-    }
-    return stack[63 - __clzll((long long)p)];
+    TreeCounter<typename Op::Acc> tree;
+    for (u64 i = 0; i < n; ++i) tree.push(op, i, op.lift(x[i], i));
+    return tree.complete(op, n, next_pow2(n));
 }
 
 }  // namespace cf

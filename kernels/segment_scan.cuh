@@ -129,16 +129,8 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
             const cf_acc_t p = bs.down(op, tile_prefix, has, storage);
             next[threadIdx.x] = p;
             __syncthreads();
-            cf_acc_t e[J];
-            cf::run_down(op, a, p, has, e);
             cf_out_t o[J];
-#pragma unroll
-            for (int j = 0; j < J; ++j) {
-                if (exclusive)
-                    o[j] = op.finish(j == 0 && !has ? op.identity() : e[j], pos + j);
-                else
-                    o[j] = op.finish(j + 1 < J ? e[j + 1 < J ? j + 1 : 0] : next[threadIdx.x + 1], pos + j + 1);
-            }
+            cf::run_outputs(op, a, p, has, next[threadIdx.x + 1], pos, exclusive != 0, o);
             cf::store_run<J>(ys, len, pos, y_aligned, o);
             __syncthreads();  // next[] and the storage are written again by the next tile
         }

@@ -5,7 +5,7 @@
 // `cf::extend` is the one way a prefix grows in every scan: an empty prefix takes the block
 // as it is, so no identity ever enters a prefix. `cf::run_up` / `cf::run_down` are the
 // canonical scan of a thread's run: the up-sweep of its tree and the down-sweep of
-// exclusive prefixes.
+// exclusive prefixes; `cf::run_outputs` turns the latter into a run's scan outputs.
 #pragma once
 
 #include "cufold/types.cuh"
@@ -58,6 +58,25 @@ __device__ __forceinline__ void run_down(const Op& op, const Acc (&a)[N], Acc p,
             extend(op, q, h, a[i + s - 1]);
             e[i + s] = q;
         }
+}
+
+// A run's outputs from its up-swept items `a` (run_up), its exclusive prefix `p` (empty
+// unless `has`) and `after`, the prefix through its last item (the next run's exclusive
+// prefix): exclusive outputs are finish(prefix before j, pos + j), the identity standing for
+// an empty one; inclusive ones finish(prefix through j, pos + j + 1).
+template <int N, class Op>
+__device__ __forceinline__ void run_outputs(const Op& op, const typename Op::Acc (&a)[N], typename Op::Acc p, bool has,
+                                            const typename Op::Acc& after, u64 pos, bool exclusive,
+                                            typename Op::Out (&o)[N]) {
+    typename Op::Acc e[N];
+    run_down(op, a, p, has, e);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        if (exclusive)
+            o[j] = op.finish(j == 0 && !has ? op.identity() : e[j], pos + j);
+        else
+            o[j] = op.finish(j + 1 < N ? e[j + 1 < N ? j + 1 : 0] : after, pos + j + 1);
+    }
 }
 
 }  // namespace cf
