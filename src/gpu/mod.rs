@@ -35,6 +35,20 @@ pub struct DeviceProps {
     pub max_threads_per_sm: u32,
 }
 
+/// The value in `cell`, built by `make` on first use: for what a handle compiles or builds
+/// lazily (a kernel for one schedule, a whole-array handle). A failed `make` leaves the cell
+/// empty, so a later call tries again.
+pub(crate) fn get_or_try<T>(
+    cell: &std::sync::OnceLock<T>,
+    make: impl FnOnce() -> Result<T>,
+) -> Result<&T> {
+    if let Some(v) = cell.get() {
+        return Ok(v);
+    }
+    let v = make()?;
+    Ok(cell.get_or_init(|| v))
+}
+
 /// Checks a block size: a power of two from 32 to 1024, which every kernel assumes.
 pub(crate) fn check_block(block: u32) -> Result<()> {
     if !(32..=1024).contains(&block) || !block.is_power_of_two() {

@@ -5,7 +5,7 @@ use super::plan::{plan, ReducePlan, ReduceShape};
 use super::ReduceConfig;
 use crate::element::DeviceValue;
 use crate::error::{Error, Result};
-use crate::gpu::{jit, Gpu};
+use crate::gpu::{get_or_try, jit, Gpu};
 use crate::ops::check::{check_empty, check_reduce_output};
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use cudarc::driver::{
@@ -358,13 +358,7 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
         let plan = self.plan(n)?;
         let f = match &self.vector {
             Some(v) if x_ptr % 16 == 0 => v,
-            _ => match self.scalar.get() {
-                Some(f) => f,
-                None => {
-                    let f = self.function(false)?;
-                    self.scalar.get_or_init(|| f)
-                }
-            },
+            _ => get_or_try(&self.scalar, || self.function(false))?,
         };
         // SAFETY: x holds n elements of In, the kernel's first argument: its parameters are
         // (const In*, u64, u64, u64, Acc*, u64, u64*, Out*, OpBytes<param_bytes>).

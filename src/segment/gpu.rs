@@ -7,7 +7,7 @@ use super::plan::{
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, Result};
-use crate::gpu::{check_block, jit, Gpu};
+use crate::gpu::{check_block, get_or_try, jit, Gpu};
 use crate::ops::check::check_empty;
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use crate::reduce::{ReduceShape, Reducer};
@@ -214,13 +214,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             return self.split_rows(x_ptr, rows, out_ptr);
         }
         if plan.schedule == Schedule::Whole && rows.cols > 0 {
-            let reducer = match self.whole.get() {
-                Some(r) => r,
-                None => {
-                    let r = self.gpu.reducer::<T, O>(self.op)?;
-                    self.whole.get_or_init(|| r)
-                }
-            };
+            let reducer = get_or_try(&self.whole, || self.gpu.reducer::<T, O>(self.op))?;
             let (t, o) = (
                 std::mem::size_of::<T>() as u64,
                 std::mem::size_of::<O::Out>() as u64,
@@ -239,13 +233,15 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         unsafe {
             self.launch(
                 plan,
-                x_ptr,
-                x.len() as u64,
-                rows.rows as u64,
-                0,
-                rows.stride as u64,
-                rows.cols as u64,
-                out_ptr,
+                SegmentArgs {
+                    x_ptr,
+                    n: x.len() as u64,
+                    segments: rows.rows as u64,
+                    off_ptr: 0,
+                    stride: rows.stride as u64,
+                    cols: rows.cols as u64,
+                    out_ptr,
+                },
             )
         }
     }
@@ -289,13 +285,15 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         unsafe {
             self.launch(
                 plan,
-                x_ptr,
-                x.len() as u64,
-                segments,
-                off_ptr,
-                0,
-                0,
-                out_ptr,
+                SegmentArgs {
+                    x_ptr,
+                    n: x.len() as u64,
+                    segments,
+                    off_ptr,
+                    stride: 0,
+                    cols: 0,
+                    out_ptr,
+                },
             )
         }
     }
@@ -308,9 +306,9 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let (r, cols) = (rows.rows as u64, rows.cols as u64);
         let chunk_log = split_chunk_log(r, cols, self.shape.tile(), self.config.get_block(), dev);
         let chunks = r * cols.div_ceil(1 << chunk_log);
-        let chunk_fn = self.split_function(&self.chunk_fn, "cf_segment_chunks")?;
-        let combine_fn = self.split_function(&self.combine_fn, "cf_segment_combine")?;
         let block = self.config.get_block();
+        let chunk_fn = self.kernel(&self.chunk_fn, "cf_segment_chunks", block)?;
+        let combine_fn = self.kernel(&self.combine_fn, "cf_segment_combine", block)?;
         let grid = with_schedule(Schedule::Block, chunks, block, dev).grid as u32;
         let rows_grid = r.clamp(1, i32::MAX as u64) as u32;
         let plain = chunks as usize * std::mem::size_of::<O::Acc>();
@@ -351,85 +349,104 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         })
     }
 
-    fn split_function<'a>(
+    /// The kernel `name` of the generated source with `group` threads per segment, compiled
+    /// (or loaded) into `cell` on first use.
+    fn kernel<'a>(
         &self,
         cell: &'a OnceLock<CudaFunction>,
         name: &str,
+        group: u32,
     ) -> Result<&'a CudaFunction> {
-        if let Some(f) = cell.get() {
-            return Ok(f);
-        }
-        let cuda = self.op.cuda();
-        let group = self.config.get_block();
-        let f = self
-            .gpu
-            .kernel(name, &cuda, &(self.shape, group, self.param_bytes), || {
-                kernel_source(&cuda, self.param_bytes, &self.shape, group)
-            })?;
-        Ok(cell.get_or_init(|| f))
-    }
-
-    fn function(&self, schedule: Schedule) -> Result<&CudaFunction> {
-        let (cell, group) = match schedule {
-            Schedule::Thread => (&self.thread, 1),
-            Schedule::Warp => (&self.warp, 32),
-            _ => (&self.block, self.config.get_block()),
-        };
-        if let Some(f) = cell.get() {
-            return Ok(f);
-        }
-        let cuda = self.op.cuda();
-        let f = self.gpu.kernel(
-            "cf_segment_reduce",
-            &cuda,
-            &(self.shape, group, self.param_bytes),
-            || kernel_source(&cuda, self.param_bytes, &self.shape, group),
-        )?;
-        Ok(cell.get_or_init(|| f))
+        get_or_try(cell, || {
+            let cuda = self.op.cuda();
+            self.gpu
+                .kernel(name, &cuda, &(self.shape, group, self.param_bytes), || {
+                    kernel_source(&cuda, self.param_bytes, &self.shape, group)
+                })
+        })
     }
 
     /// # Safety
     ///
-    /// `x_ptr` holds `n` elements; `out_ptr` holds `segments` outputs; `off_ptr` is 0 (rows:
-    /// every `r * stride + cols <= n`) or holds `segments + 1` offsets.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn launch(
-        &self,
-        plan: SegmentPlan,
-        x_ptr: u64,
-        n: u64,
-        segments: u64,
-        off_ptr: u64,
-        stride: u64,
-        cols: u64,
-        out_ptr: u64,
-    ) -> Result<()> {
-        let f = self.function(plan.schedule)?;
-        let write_empty = u32::from(!O::EMPTY_IS_ERROR);
-        let cfg = LaunchConfig {
-            grid_dim: (plan.grid.max(1) as u32, 1, 1),
-            block_dim: (self.config.get_block(), 1, 1),
-            shared_mem_bytes: 0,
+    /// As [`launch_segments`].
+    unsafe fn launch(&self, plan: SegmentPlan, args: SegmentArgs) -> Result<()> {
+        let f = match plan.schedule {
+            Schedule::Thread => self.kernel(&self.thread, "cf_segment_reduce", 1)?,
+            Schedule::Warp => self.kernel(&self.warp, "cf_segment_reduce", 32)?,
+            _ => self.kernel(&self.block, "cf_segment_reduce", self.config.get_block())?,
         };
-        let stream = &self.gpu.inner.stream;
-        let mut launch = stream.launch_builder(f);
-        launch
-            .arg(&x_ptr)
-            .arg(&n)
-            .arg(&segments)
-            .arg(&off_ptr)
-            .arg(&stride)
-            .arg(&cols)
-            .arg(&write_empty)
-            .arg(&out_ptr)
-            .arg(&*self.params);
-        // SAFETY: the kernel's parameters are (const In*, u64, u64, const u64*, u64, u64,
-        // unsigned, Out*, OpBytes<param_bytes>), matching the values pushed; the caller
-        // vouches for the buffers.
-        unsafe { launch.launch(cfg) }
-            .map(|_| ())
-            .map_err(|e| Error::driver("launching the segmented reduction kernel", e))
+        let write_empty = u32::from(!O::EMPTY_IS_ERROR);
+        // SAFETY: the caller's.
+        unsafe {
+            launch_segments(
+                &self.gpu,
+                f,
+                plan.grid,
+                self.config.get_block(),
+                &args,
+                write_empty,
+                &self.params,
+                "launching the segmented reduction kernel",
+            )
+        }
     }
+}
+
+/// Where a segment kernel reads and writes (the parameters both segment kernels share):
+/// `n` elements at `x_ptr`; `segments` segments, by the `segments + 1` offsets at `off_ptr`,
+/// or rows of `cols` every `stride` elements when `off_ptr` is 0; outputs at `out_ptr`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SegmentArgs {
+    pub(super) x_ptr: u64,
+    pub(super) n: u64,
+    pub(super) segments: u64,
+    pub(super) off_ptr: u64,
+    pub(super) stride: u64,
+    pub(super) cols: u64,
+    pub(super) out_ptr: u64,
+}
+
+/// Launches a segment kernel (kernels/segment.cuh's reduction or segment_scan.cuh's scan,
+/// whose parameters are (const In*, u64 n, u64 segments, const u64* offsets, u64 stride,
+/// u64 cols, unsigned flag, Out*, OpBytes)) with `grid` blocks of `block` threads.
+///
+/// # Safety
+///
+/// `f` has those parameters and reads at most `params.bytes()`; `x_ptr` holds `n` elements;
+/// `off_ptr` is 0 (every row within `n`) or holds `segments + 1` offsets; `out_ptr` holds
+/// what the kernel writes for them.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn launch_segments(
+    gpu: &Gpu,
+    f: &CudaFunction,
+    grid: u64,
+    block: u32,
+    a: &SegmentArgs,
+    flag: u32,
+    params: &ParamBlob,
+    what: &str,
+) -> Result<()> {
+    let cfg = LaunchConfig {
+        grid_dim: (grid.max(1) as u32, 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let stream = &gpu.inner.stream;
+    let mut launch = stream.launch_builder(f);
+    launch
+        .arg(&a.x_ptr)
+        .arg(&a.n)
+        .arg(&a.segments)
+        .arg(&a.off_ptr)
+        .arg(&a.stride)
+        .arg(&a.cols)
+        .arg(&flag)
+        .arg(&a.out_ptr)
+        .arg(params);
+    // SAFETY: the parameters pushed match the kernel's; the caller vouches for the buffers.
+    unsafe { launch.launch(cfg) }
+        .map(|_| ())
+        .map_err(|e| Error::driver(what, e))
 }
 
 impl Gpu {

@@ -1,15 +1,16 @@
 //! The segmented scan on the GPU: a thread or a block per segment, or the whole-array
 //! scanner once per row, one launch per call, on the caller's stream.
 
+use super::gpu::{launch_segments, SegmentArgs};
 use super::plan::{check_offsets_len, check_rows, plan, with_schedule, Schedule, SegmentPlan};
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
-use crate::gpu::{check_block, jit, Gpu};
+use crate::gpu::{check_block, get_or_try, jit, Gpu};
 use crate::ops::check::{check_scan_lengths, check_scannable};
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use crate::scan::{ScanAlgorithm, ScanKind, ScanShape, Scanner, TypeSizes};
-use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut};
 use std::marker::PhantomData;
 use std::sync::OnceLock;
 
@@ -213,13 +214,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         let (x_ptr, _x_guard) = x.device_ptr(stream);
         let (y_ptr, _y_guard) = y.device_ptr_mut(stream);
         if plan.schedule == Schedule::Whole {
-            let scanner = match self.whole.get() {
-                Some(s) => s,
-                None => {
-                    let s = self.gpu.scanner::<T, O>(self.op)?;
-                    self.whole.get_or_init(|| s)
-                }
-            };
+            let scanner = get_or_try(&self.whole, || self.gpu.scanner::<T, O>(self.op))?;
             let (t, o) = (
                 std::mem::size_of::<T>() as u64,
                 std::mem::size_of::<O::Out>() as u64,
@@ -237,13 +232,15 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         unsafe {
             self.launch(
                 plan,
-                x_ptr,
-                x.len() as u64,
-                rows.rows as u64,
-                0,
-                rows.stride as u64,
-                rows.cols as u64,
-                y_ptr,
+                SegmentArgs {
+                    x_ptr,
+                    n: x.len() as u64,
+                    segments: rows.rows as u64,
+                    off_ptr: 0,
+                    stride: rows.stride as u64,
+                    cols: rows.cols as u64,
+                    out_ptr: y_ptr,
+                },
                 kind,
             )
         }
@@ -291,77 +288,51 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         unsafe {
             self.launch(
                 plan,
-                x_ptr,
-                x.len() as u64,
-                segments,
-                off_ptr,
-                0,
-                0,
-                y_ptr,
+                SegmentArgs {
+                    x_ptr,
+                    n: x.len() as u64,
+                    segments,
+                    off_ptr,
+                    stride: 0,
+                    cols: 0,
+                    out_ptr: y_ptr,
+                },
                 kind,
             )
         }
     }
 
-    fn function(&self, schedule: Schedule) -> Result<&CudaFunction> {
-        let (cell, group) = match schedule {
+    /// # Safety
+    ///
+    /// As [`launch_segments`].
+    unsafe fn launch(&self, plan: SegmentPlan, args: SegmentArgs, kind: ScanKind) -> Result<()> {
+        let (cell, group) = match plan.schedule {
             Schedule::Thread => (&self.thread_fn, 1),
             _ => (&self.block_fn, self.block),
         };
-        if let Some(f) = cell.get() {
-            return Ok(f);
-        }
-        let cuda = self.op.cuda();
-        let f = self.gpu.kernel(
-            "cf_segment_scan",
-            &cuda,
-            &(self.block, self.items, group, self.param_bytes),
-            || scan_kernel_source(&cuda, self.param_bytes, self.block, self.items, group),
-        )?;
-        Ok(cell.get_or_init(|| f))
-    }
-
-    /// # Safety
-    ///
-    /// `x_ptr` holds `n` elements; `off_ptr` is 0 (rows within n, `y_ptr` holding
-    /// `segments * cols` outputs) or holds `segments + 1` offsets (`y_ptr` holding n).
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn launch(
-        &self,
-        plan: SegmentPlan,
-        x_ptr: u64,
-        n: u64,
-        segments: u64,
-        off_ptr: u64,
-        stride: u64,
-        cols: u64,
-        y_ptr: u64,
-        kind: ScanKind,
-    ) -> Result<()> {
-        let f = self.function(plan.schedule)?;
+        let f = get_or_try(cell, || {
+            let cuda = self.op.cuda();
+            self.gpu.kernel(
+                "cf_segment_scan",
+                &cuda,
+                &(self.block, self.items, group, self.param_bytes),
+                || scan_kernel_source(&cuda, self.param_bytes, self.block, self.items, group),
+            )
+        })?;
         let exclusive = u32::from(kind == ScanKind::Exclusive);
-        let cfg = LaunchConfig {
-            grid_dim: (plan.grid.max(1) as u32, 1, 1),
-            block_dim: (self.block, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let stream = &self.gpu.inner.stream;
-        let mut launch = stream.launch_builder(f);
-        launch
-            .arg(&x_ptr)
-            .arg(&n)
-            .arg(&segments)
-            .arg(&off_ptr)
-            .arg(&stride)
-            .arg(&cols)
-            .arg(&exclusive)
-            .arg(&y_ptr)
-            .arg(&*self.params);
-        // SAFETY: the kernel's parameters are (const In*, u64, u64, const u64*, u64, u64,
-        // unsigned, Out*, OpBytes<param_bytes>), matching the values pushed.
-        unsafe { launch.launch(cfg) }
-            .map(|_| ())
-            .map_err(|e| Error::driver("launching the segmented scan kernel", e))
+        // SAFETY: the caller's.
+        unsafe {
+            launch_segments(
+                &self.gpu,
+                f,
+                plan.grid,
+                self.block,
+                &args,
+                exclusive,
+                &self.params,
+                "launching the segmented scan kernel",
+            )
+        }
     }
 }
 
