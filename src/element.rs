@@ -250,6 +250,28 @@ fn float_keys(bits: u64, width: u32, mantissa: u32) -> (u64, u64) {
     (u.wrapping_sub(c) & mask, u.wrapping_add(c) & mask)
 }
 
+/// `Element::max_key` and `min_key` of a float type (f32, f64, f16, bf16), from its bits.
+macro_rules! float_key_methods {
+    ($t:ty) => {
+        fn max_key(self) -> u64 {
+            float_keys(
+                self.to_bits() as u64,
+                8 * std::mem::size_of::<Self>() as u32,
+                <$t>::MANTISSA_DIGITS - 1,
+            )
+            .0
+        }
+        fn min_key(self) -> u64 {
+            float_keys(
+                self.to_bits() as u64,
+                8 * std::mem::size_of::<Self>() as u32,
+                <$t>::MANTISSA_DIGITS - 1,
+            )
+            .1
+        }
+    };
+}
+
 macro_rules! float_element {
     ($t:ty, $cuda:expr, $wide:ty) => {
         // SAFETY: the C++ type has the same size and alignment; every bit pattern is valid.
@@ -290,22 +312,7 @@ macro_rules! float_element {
             fn from_f64(x: f64) -> Self {
                 x as $t
             }
-            fn max_key(self) -> u64 {
-                float_keys(
-                    self.to_bits() as u64,
-                    8 * std::mem::size_of::<Self>() as u32,
-                    <$t>::MANTISSA_DIGITS - 1,
-                )
-                .0
-            }
-            fn min_key(self) -> u64 {
-                float_keys(
-                    self.to_bits() as u64,
-                    8 * std::mem::size_of::<Self>() as u32,
-                    <$t>::MANTISSA_DIGITS - 1,
-                )
-                .1
-            }
+            float_key_methods!($t);
         }
         impl Widen for $t {
             type Wide = $wide;
@@ -360,22 +367,7 @@ macro_rules! half_element {
             fn from_f64(x: f64) -> Self {
                 $t::from_f64(x)
             }
-            fn max_key(self) -> u64 {
-                float_keys(
-                    self.to_bits() as u64,
-                    8 * std::mem::size_of::<Self>() as u32,
-                    <$t>::MANTISSA_DIGITS - 1,
-                )
-                .0
-            }
-            fn min_key(self) -> u64 {
-                float_keys(
-                    self.to_bits() as u64,
-                    8 * std::mem::size_of::<Self>() as u32,
-                    <$t>::MANTISSA_DIGITS - 1,
-                )
-                .1
-            }
+            float_key_methods!($t);
         }
         impl Widen for $t {
             type Wide = f32;

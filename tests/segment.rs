@@ -12,15 +12,6 @@ use cufold::{Cpu, DeviceValue, ErrorKind};
 /// and one past 2^20 (reduced on all threads when segments are few).
 const LENGTHS: &[usize] = &[0, 1, 2, 3, 7, 31, 32, 33, 0, 4095, 4096, 4097, 70_001, 5, 0];
 
-/// CSR offsets starting at `base` for these lengths.
-fn offsets(base: u64, lengths: &[usize]) -> Vec<u64> {
-    let mut o = vec![base];
-    for &l in lengths {
-        o.push(o.last().unwrap() + l as u64);
-    }
-    o
-}
-
 /// What the whole-array reduction of each segment gives: `None` where it errors for an
 /// empty input.
 fn expected<T: DeviceValue, O: Operator<T>>(
@@ -48,7 +39,7 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     // Many short segments too, so that threads take runs of them.
     let mut r = Rng(s ^ 1);
     lengths.extend((0..3000).map(|_| (r.next() % 40) as usize));
-    let off = offsets(3, &lengths);
+    let off = csr_offsets(3, &lengths);
     let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
     let want = expected(&x, &off, op);
     for threads in [1, 3, 16] {
@@ -67,7 +58,7 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
         }
     }
     // Fewer segments than threads: each reduced on all of them.
-    let few = offsets(3, &[70_001, 0, 4097]);
+    let few = csr_offsets(3, &[70_001, 0, 4097]);
     let got = Cpu::with_threads(16).reduce_segments(&x, &few, op).unwrap();
     for (i, (g, w)) in got.iter().zip(&expected(&x, &few, op)).enumerate() {
         assert!(
@@ -175,11 +166,11 @@ fn check_scans<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let mut lengths = LENGTHS.to_vec();
     let mut r = Rng(s ^ 2);
     lengths.extend((0..2000).map(|_| (r.next() % 40) as usize));
-    let off = offsets(3, &lengths);
+    let off = csr_offsets(3, &lengths);
     let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
     for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
         for threads in [1, 16] {
-            for off in [&off, &offsets(3, &[70_001, 0, 4097])] {
+            for off in [&off, &csr_offsets(3, &[70_001, 0, 4097])] {
                 let mut y = vec![poison::<O::Out>(); x.len()];
                 Cpu::with_threads(threads)
                     .scan_segments_into(&x, off, &mut y, op, kind)

@@ -26,14 +26,6 @@ const LENGTHS: &[usize] = &[
     5, 0,
 ];
 
-fn offsets(base: u64, lengths: &[usize]) -> Vec<u64> {
-    let mut o = vec![base];
-    for &l in lengths {
-        o.push(o.last().unwrap() + l as u64);
-    }
-    o
-}
-
 fn download<T: DeviceValue>(d: &CudaSlice<T>) -> Vec<T> {
     if d.is_empty() {
         Vec::new()
@@ -74,7 +66,7 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let mut lengths = LENGTHS.to_vec();
     let mut r = Rng(s ^ 1);
     lengths.extend((0..500).map(|_| (r.next() % 70) as usize));
-    let off = offsets(3, &lengths);
+    let off = csr_offsets(3, &lengths);
     let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
     let want = expected(&x, &off, op);
     compare(
@@ -176,7 +168,7 @@ fn many_segments_outnumber_the_grid() {
     let s = seed("many_segments_outnumber_the_grid");
     let mut r = Rng(s);
     let lengths: Vec<usize> = (0..200_000).map(|_| (r.next() % 40) as usize).collect();
-    let off = offsets(0, &lengths);
+    let off = csr_offsets(0, &lengths);
     let x: Vec<f32> = data(*off.last().unwrap() as usize, s);
     let want = expected(&x, &off, Max);
     let (xd, od) = (upload(g, &x), upload(g, &off));
@@ -279,7 +271,7 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let mut lengths = LENGTHS.to_vec();
     let mut r = Rng(s ^ 3);
     lengths.extend((0..300).map(|_| (r.next() % 70) as usize));
-    let off = offsets(3, &lengths);
+    let off = csr_offsets(3, &lengths);
     let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
     let (xd, od) = (upload(g, &x), upload(g, &off));
     for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {

@@ -202,6 +202,15 @@ pub fn data<T: Gen>(n: usize, seed: u64) -> Vec<T> {
 
 /// Same bits (NaNs of any payload count as equal): Debug prints every other bit pattern
 /// of our floats differently, -0.0 included.
+/// CSR offsets starting at `base` for segments of these lengths.
+pub fn csr_offsets(base: u64, lengths: &[usize]) -> Vec<u64> {
+    let mut o = vec![base];
+    for &l in lengths {
+        o.push(o.last().unwrap() + l as u64);
+    }
+    o
+}
+
 pub fn same<X: std::fmt::Debug>(a: &X, b: &X) -> bool {
     format!("{a:?}") == format!("{b:?}")
 }
