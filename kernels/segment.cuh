@@ -133,6 +133,10 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
 
 }  // namespace cf
 
+// A lone thread takes segments up to this long; a warp takes the longer ones its lanes drew
+// (the reduction's and the scan's thread schedules alike).
+#define CF_THREAD_MAX 256
+
 #ifdef CF_SEGMENT_KERNEL
 // Instantiated by the generated source, which defines CF_OP, CF_BLOCK, CF_GROUP (1, 32 or
 // CF_BLOCK: threads per segment), CF_K, CF_VEC, CF_ORDER_FREE (0/1: Operator::ORDER_FREE,
@@ -155,9 +159,6 @@ __device__ __forceinline__ bool cf_bounds(cf::u64 s, cf::u64 n, const cf::u64* _
     }
     return lo <= hi && hi <= n;
 }
-
-// A lone thread takes segments up to this long; a warp takes the longer ones its lanes drew.
-#define CF_THREAD_MAX 256
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, const cf::u64* __restrict__ offsets,

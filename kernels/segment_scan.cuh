@@ -2,7 +2,8 @@
 //
 // Segment s's outputs are what the whole-array scan of that segment alone gives (positions
 // counted from the segment's start). A thread per segment keeps the canonical prefix of
-// what it has read on a binary counter (cf::PrefixStack, the CPU's twin); a block per
+// what it has read on a binary counter (cf::PrefixStack, the CPU's twin), and hands a
+// segment longer than CF_THREAD_MAX to its whole warp (cf::warp_scan_segment); a block per
 // segment scans tile after tile with the block-level scan of kernels/scan.cuh, each tile
 // starting from the fold, largest first, of the completed aligned blocks of tiles before it
 // (thread 0's PrefixStack over tile trees): the look-back of the device-wide scan, with
@@ -30,6 +31,40 @@ template <class Acc> struct PrefixStack {
     __device__ __forceinline__ bool has() const { return depth > 0; }
     __device__ __forceinline__ Acc prefix() const { return prefixes[depth - 1]; }
 };
+
+// The scan of the n values at x into y by a whole warp (every lane calls it with the same
+// arguments), in the canonical grouping: tiles of 32 runs of J, each lane's run scanned in
+// registers, the warp's runs by cf::WarpScan, and the tile's incoming prefix the fold,
+// largest first, of the completed aligned blocks of tiles before it (a PrefixStack kept
+// alike in every lane, which all see the tile's tree): the block-per-segment scan with a
+// warp for the block, for segments too long for one thread of the thread schedule.
+template <int J, class Op>
+__device__ __forceinline__ void warp_scan_segment(const Op& op, const typename Op::In* __restrict__ x, u64 n,
+                                                  typename Op::Out* __restrict__ y, bool exclusive) {
+    typedef typename Op::Acc Acc;
+    constexpr u64 TILE = 32 * (u64)J;
+    const int lane = threadIdx.x & 31;
+    const bool x_aligned = (reinterpret_cast<unsigned long long>(x) & 15) == 0;
+    const bool y_aligned = (reinterpret_cast<unsigned long long>(y) & 15) == 0;
+    PrefixStack<Acc> tiles;
+    for (u64 base = 0; base < n; base += TILE) {
+        const u64 pos = base + (u64)lane * J;
+        Acc a[J];
+        load_run<J>(op, x, n, pos, x_aligned, false, a);
+        run_up(op, a);
+        WarpScan<Op, Acc> ws;
+        const Acc tree = ws.up(op, a[J - 1]);
+        bool has = tiles.has();
+        Acc p = has ? tiles.prefix() : tree;  // `tree` only fills an empty prefix's place
+        tiles.push(op, tree);
+        p = ws.down(op, p, has);
+        Acc after = shfl_down(p, 1);  // the next lane's exclusive prefix
+        if (lane == 31) after = tiles.prefix();
+        typename Op::Out o[J];
+        run_outputs(op, a, p, has, after, pos, exclusive, o);
+        store_run<J>(y, n, pos, y_aligned, o);
+    }
+}
 
 // The scan of the n values at x into y, by one thread, in the canonical grouping (positions
 // counted from x): exclusive outputs are finish(prefix before i, i), inclusive ones
@@ -83,9 +118,23 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
                 const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 #if CF_GROUP == 1
-    for (cf::u64 s = (cf::u64)blockIdx.x * CF_BLOCK + threadIdx.x; s < segments; s += (cf::u64)gridDim.x * CF_BLOCK) {
-        cf::u64 lo, hi, at;
-        if (cf_scan_bounds(s, n, offsets, stride, cols, lo, hi, at)) cf::thread_scan(op, x + lo, hi - lo, y + at, exclusive != 0);
+    // Lane l of a warp takes segment base + l; segments longer than CF_THREAD_MAX are then
+    // scanned by the whole warp, one after another (cf::warp_scan_segment), as the
+    // reduction's thread schedule does: the same outputs, without one lane walking a long
+    // segment alone.
+    const int lane = threadIdx.x & 31;
+    const cf::u64 step = (cf::u64)gridDim.x * CF_BLOCK;
+    for (cf::u64 base = (cf::u64)blockIdx.x * CF_BLOCK + (threadIdx.x & ~31u); base < segments; base += step) {
+        const cf::u64 s = base + lane;
+        cf::u64 lo = 0, hi = 0, at = 0;
+        const bool valid = s < segments && cf_scan_bounds(s, n, offsets, stride, cols, lo, hi, at);
+        const bool longer = valid && hi - lo > CF_THREAD_MAX;
+        if (valid && !longer) cf::thread_scan(op, x + lo, hi - lo, y + at, exclusive != 0);
+        for (unsigned mask = __ballot_sync(~0u, longer); mask; mask &= mask - 1) {
+            const int j = __ffs(mask) - 1;
+            const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j), o = __shfl_sync(~0u, at, j);
+            cf::warp_scan_segment<CF_ITEMS>(op, x + a, b - a, y + o, exclusive != 0);
+        }
     }
 #else
     static_assert(CF_GROUP == CF_BLOCK, "a segment takes a thread or the whole block");
