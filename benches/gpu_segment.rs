@@ -4,15 +4,22 @@
 //! event-timed launches after warm-up, as `scripts/segment_peers.py` times PyTorch and CuPy.
 //! Every result is checked bit for bit against the CPU backend before timing.
 //!
+//! Besides the reductions: `cumsum` (the inclusive segmented scan of each row or segment,
+//! traffic: input, outputs and offsets once) and `sum_by_key` (`reduce_by_key` with key `i`
+//! on every element of segment `i`, so that its runs are the shape's segments; traffic: the
+//! keys, the input and the three outputs once; the time includes the one wait for the
+//! number of runs).
+//!
 //! ```text
-//! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw] [--ops sum,max,argmax]
+//! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw]
+//!                                    [--ops sum,max,argmax,cumsum,sum_by_key]
 //!                                    [--reps 20] [--json OUT.json]
 //! ```
 
 use cudarc::driver::CudaSlice;
 use cufold::ops::{ArgMax, Max, Operator, Sum};
 use cufold::segment::Rows;
-use cufold::{Cpu, Gpu};
+use cufold::{Cpu, Gpu, ScanKind};
 
 #[path = "common/mod.rs"]
 mod common;
@@ -139,6 +146,140 @@ fn run<O: Operator<f32>>(
     Ok(bad.is_none())
 }
 
+/// The shape's segments as (start, length) pairs.
+fn segments_of(shape: &Shape) -> Vec<(usize, usize)> {
+    match shape {
+        Shape::Rows(r) => (0..r.rows).map(|i| (i * r.stride, r.cols)).collect(),
+        Shape::Offsets(o) => o
+            .windows(2)
+            .map(|w| (w[0] as usize, (w[1] - w[0]) as usize))
+            .collect(),
+    }
+}
+
+/// The inclusive segmented Sum scan of every row or segment, checked against the CPU.
+fn run_cumsum(
+    gpu: &Gpu,
+    shape_name: &str,
+    shape: &Shape,
+    x_host: &[f32],
+    x: &CudaSlice<f32>,
+    reps: usize,
+    rows_out: &mut Vec<serde_json::Value>,
+) -> Res<bool> {
+    let stream = gpu.stream();
+    let s = gpu.segment_scanner::<f32, _>(Sum)?;
+    let total: usize = segments_of(shape).iter().map(|p| p.1).sum();
+    let (segments, extra, mut y) = match shape {
+        Shape::Rows(r) => (r.rows, 0, stream.alloc_zeros::<f32>(r.rows * r.cols)?),
+        Shape::Offsets(o) => (
+            o.len() - 1,
+            o.len() * 8,
+            stream.alloc_zeros::<f32>(x.len())?,
+        ),
+    };
+    let offsets = match shape {
+        Shape::Offsets(o) => Some(stream.clone_htod(o)?),
+        Shape::Rows(_) => None,
+    };
+    let launch = |y: &mut CudaSlice<f32>| match (shape, &offsets) {
+        (Shape::Rows(rows), _) => s.scan_rows_into(x, *rows, y, ScanKind::Inclusive),
+        (Shape::Offsets(_), Some(o)) => s.scan_segments_into(x, o, y, ScanKind::Inclusive),
+        _ => unreachable!(),
+    };
+    launch(&mut y)?;
+    let got = stream.clone_dtoh(&y)?;
+    let want = match shape {
+        Shape::Rows(rows) => Cpu::new().scan_rows(x_host, *rows, Sum, ScanKind::Inclusive)?,
+        Shape::Offsets(o) => {
+            let mut w = got.clone();
+            Cpu::new().scan_segments_into(x_host, o, &mut w, Sum, ScanKind::Inclusive)?;
+            w
+        }
+    };
+    let bad = got
+        .iter()
+        .zip(&want)
+        .position(|(g, w)| g.to_bits() != w.to_bits());
+    if let Some(i) = bad {
+        eprintln!(
+            "MISMATCH cumsum {shape_name} position {i}: GPU {}, CPU {}",
+            got[i], want[i]
+        );
+    }
+    let ms = median_ms(stream, reps, || launch(&mut y))?;
+    let bytes = total * 8 + extra;
+    let gbs = bytes as f64 / (ms * 1e-3) / 1e9;
+    let plan = s.plan(
+        segments as u64,
+        total as u64,
+        matches!(shape, Shape::Rows(_)),
+    );
+    println!(
+        "cufold  cumsum  {shape_name:9} {segments:>9} segs {total:>11} elems {:?} {ms:9.4} ms {gbs:8.1} GB/s{}",
+        plan.schedule,
+        if bad.is_none() { "" } else { "  MISMATCH" }
+    );
+    rows_out.push(serde_json::json!({
+        "lib": "cufold", "family": "segment", "op": "cumsum", "shape": shape_name, "dtype": "f32",
+        "segments": segments, "n": total, "bytes": bytes, "schedule": format!("{:?}", plan.schedule),
+        "ms": ms, "gbs": gbs, "device": gpu.device_name(),
+    }));
+    Ok(bad.is_none())
+}
+
+/// `reduce_by_key` of Sum with key `i` (u32) on segment `i`'s elements, so that the runs
+/// are the shape's segments (rows: packed, the stride ignored).
+fn run_sum_by_key(
+    gpu: &Gpu,
+    shape_name: &str,
+    shape: &Shape,
+    x_host: &[f32],
+    reps: usize,
+    rows_out: &mut Vec<serde_json::Value>,
+) -> Res<bool> {
+    let stream = gpu.stream();
+    let segs = segments_of(shape);
+    let lo = segs.first().map_or(0, |p| p.0);
+    let keys: Vec<u32> = segs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| std::iter::repeat(i as u32).take(p.1))
+        .collect();
+    let n = keys.len();
+    let values = &x_host[lo..lo + n];
+    let (kd, xd) = (stream.clone_htod(&keys)?, stream.clone_htod(values)?);
+    let r = gpu.segment_reducer::<f32, _>(Sum)?;
+    let by = r.reduce_by_key(&kd, &xd)?;
+    let got = (
+        stream.clone_dtoh(&by.values)?,
+        stream.clone_dtoh(&by.lengths)?,
+    );
+    let want = Cpu::new().reduce_by_key(&keys, values, Sum)?;
+    let bad = got.1 != want.lengths
+        || got
+            .0
+            .iter()
+            .zip(&want.values)
+            .any(|(g, w)| g.to_bits() != w.to_bits());
+    if bad {
+        eprintln!("MISMATCH sum_by_key {shape_name}");
+    }
+    let ms = median_ms(stream, reps, || r.reduce_by_key(&kd, &xd).map(|_| ()))?;
+    let runs = want.lengths.len();
+    let bytes = n * 8 + runs * (4 + 4 + 8);
+    let gbs = bytes as f64 / (ms * 1e-3) / 1e9;
+    println!(
+        "cufold  sum_by_key {shape_name:9} {runs:>9} runs {n:>11} elems {ms:9.4} ms {gbs:8.1} GB/s{}",
+        if bad { "  MISMATCH" } else { "" }
+    );
+    rows_out.push(serde_json::json!({
+        "lib": "cufold", "family": "segment", "op": "sum_by_key", "shape": shape_name, "dtype": "f32",
+        "segments": runs, "n": n, "bytes": bytes, "ms": ms, "gbs": gbs, "device": gpu.device_name(),
+    }));
+    Ok(!bad)
+}
+
 fn main() -> Res<()> {
     let mut shapes = vec!["short", "square", "long", "powerlaw"]
         .into_iter()
@@ -185,7 +326,14 @@ fn main() -> Res<()> {
                 "sum" => run(&gpu, Sum, op, s, &shape, &host, &x, reps, &mut rows)?,
                 "max" => run(&gpu, Max, op, s, &shape, &host, &x, reps, &mut rows)?,
                 "argmax" => run(&gpu, ArgMax, op, s, &shape, &host, &x, reps, &mut rows)?,
-                other => return Err(format!("unknown op {other}: sum, max or argmax").into()),
+                "cumsum" => run_cumsum(&gpu, s, &shape, &host, &x, reps, &mut rows)?,
+                "sum_by_key" => run_sum_by_key(&gpu, s, &shape, &host, reps, &mut rows)?,
+                other => {
+                    return Err(format!(
+                        "unknown op {other}: sum, max, argmax, cumsum or sum_by_key"
+                    )
+                    .into())
+                }
             };
         }
     }

@@ -77,6 +77,13 @@ def main():
         cupy = None
         print(f"no CuPy: {e}", file=sys.stderr)
     out_size = {"sum": 4, "max": 4, "argmax": 16}
+    # Ops whose byte count is not the reductions' (as benches/gpu_segment.rs counts them).
+    def op_bytes(op, n, extra, segments):
+        if op == "cumsum":
+            return n * 8 + extra
+        if op == "sum_by_key":
+            return n * 8 + segments * 16
+        return n * 4 + extra + segments * out_size.get(op, 4)
     rows = []
     dev = torch.cuda.get_device_name()
     for s in a.shapes.split(","):
@@ -90,7 +97,7 @@ def main():
         x = torch.rand(n, device="cuda", dtype=torch.float32)
 
         def record(lib, op, ms):
-            bytes_ = n * 4 + extra + segments * out_size.get(op, 4)
+            bytes_ = op_bytes(op, n, extra, segments)
             gbs = bytes_ / (ms * 1e-3) / 1e9
             print(f"{lib:6} {op:7} {s:9} {segments:>9} segs {n:>11} elems {ms:9.4f} ms {gbs:8.1f} GB/s")
             rows.append(dict(lib=lib, family="segment", op=op, shape=s, dtype="f32", segments=segments,
@@ -105,6 +112,7 @@ def main():
             record("torch", "sum", median_ms(lambda: m.sum(dim=-1), a.reps))
             record("torch", "max", median_ms(lambda: m.amax(dim=-1), a.reps))
             record("torch", "argmax", median_ms(lambda: m.argmax(dim=-1), a.reps))
+            record("torch", "cumsum", median_ms(lambda: m.cumsum(dim=-1), a.reps))
             if cupy is not None:
                 cm = cupy.asarray(m)
                 def cp(fn):
@@ -112,11 +120,22 @@ def main():
                 record("cupy", "sum", cp(lambda v: v.sum(axis=-1)))
                 record("cupy", "max", cp(lambda v: v.max(axis=-1)))
                 record("cupy", "argmax", cp(lambda v: v.argmax(axis=-1)))
+                record("cupy", "cumsum", cp(lambda v: v.cumsum(axis=-1)))
         else:
             off = torch.zeros(len(lengths) + 1, dtype=torch.int64, device="cuda")
             off[1:] = torch.from_numpy(np.cumsum(lengths)).cuda()
             for op, red in [("sum", "sum"), ("max", "max")]:
                 record("torch", op, median_ms(lambda: torch.segment_reduce(x, red, offsets=off), a.reps))
+        # By key: key i on segment i's elements (int32, as the bench's u32), the runs found by
+        # unique_consecutive and summed by segment_reduce: torch's route to reduce_by_key.
+        seg_lengths = torch.full((r,), c, dtype=torch.int64) if kind == "rows" else torch.from_numpy(lengths)
+        keys = torch.repeat_interleave(torch.arange(segments, dtype=torch.int32), seg_lengths).cuda()
+
+        def by_key():
+            k, counts = torch.unique_consecutive(keys, return_counts=True)
+            return k, torch.segment_reduce(x, "sum", lengths=counts), counts
+        record("torch", "sum_by_key", median_ms(by_key, a.reps))
+        del keys
         del x
         torch.cuda.empty_cache()
     if a.json:

@@ -257,3 +257,85 @@ fn bad_segment_scans_are_errors() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LengthMismatch);
 }
+
+#[test]
+fn reduce_by_key_gives_each_run_its_key_length_and_whole_array_bits() {
+    let s = seed("reduce_by_key_gives_each_run_its_key_length_and_whole_array_bits");
+    let mut r = Rng(s);
+    let lengths: Vec<usize> = [1, 4097, 70_001]
+        .into_iter()
+        .chain((0..400).map(|_| 1 + (r.next() % 50) as usize))
+        .collect();
+    // Keys repeat in runs that are not adjacent (0, 10, 20, 0, ...).
+    let keys: Vec<u32> = lengths
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &l)| std::iter::repeat((i % 3) as u32 * 10).take(l))
+        .collect();
+    let x: Vec<f32> = data(keys.len(), s);
+    let off = csr_offsets(0, &lengths);
+    let by = Cpu::new().reduce_by_key(&keys, &x, ArgMax).unwrap();
+    assert_eq!(
+        by.lengths,
+        lengths.iter().map(|&l| l as u64).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        by.keys,
+        (0..lengths.len())
+            .map(|i| (i % 3) as u32 * 10)
+            .collect::<Vec<_>>()
+    );
+    for (i, w) in off.windows(2).enumerate() {
+        let alone = Cpu::new()
+            .reduce(&x[w[0] as usize..w[1] as usize], ArgMax)
+            .unwrap();
+        assert!(same(&by.values[i], &alone), "run {i}");
+    }
+    let mut y = vec![0.0f32; x.len()];
+    Cpu::new()
+        .scan_by_key_into(&keys, &x, &mut y, Sum, cufold::ScanKind::Exclusive)
+        .unwrap();
+    for w in off.windows(2) {
+        let (lo, hi) = (w[0] as usize, w[1] as usize);
+        let alone = Cpu::new()
+            .scan(&x[lo..hi], Sum, cufold::ScanKind::Exclusive)
+            .unwrap();
+        assert!(same(&y[lo..hi].to_vec(), &alone), "run at {lo}");
+    }
+}
+
+#[test]
+fn keys_are_equal_by_their_bits() {
+    // -0.0 and 0.0 differ; a NaN equals a NaN of the same bits (where == says neither).
+    let keys = [0.0f64, -0.0, -0.0, f64::NAN, f64::NAN, 1.0];
+    let by = Cpu::new()
+        .reduce_by_key(&keys, &[1u32, 2, 3, 4, 5, 6], Sum)
+        .unwrap();
+    assert_eq!(by.values, [1, 5, 9, 6]);
+    assert_eq!(by.lengths, [1, 2, 2, 1]);
+    assert_eq!(by.keys[1].to_bits(), (-0.0f64).to_bits());
+}
+
+#[test]
+fn bad_by_key_calls_are_errors_and_no_keys_give_no_runs() {
+    let e = Cpu::new()
+        .reduce_by_key(&[1u8, 1, 2], &[1.0f32, 2.0], Sum)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch, "{e}");
+    assert!(e.to_string().contains("3 keys for 2 values"), "{e}");
+    let mut y = [0.0f32; 3];
+    let e = Cpu::new()
+        .scan_by_key_into(
+            &[1u8, 1],
+            &[1.0f32, 2.0],
+            &mut y,
+            Sum,
+            cufold::ScanKind::Inclusive,
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch, "{e}");
+    let none = Cpu::new()
+        .reduce_by_key(&[] as &[u8], &[] as &[f32], Max)
+        .unwrap();
+    assert!(none.keys.is_empty() && none.values.is_empty() && none.lengths.is_empty());
+}

@@ -1,6 +1,7 @@
 //! The segmented reduction on the GPU: one compiled kernel per operator, element type and
 //! schedule (a warp or a block per segment), one launch per call, on the caller's stream.
 
+use super::by_key::RunCache;
 use super::plan::{
     check_offsets_len, check_rows, plan, split_chunk_log, with_schedule, Schedule, SegmentPlan,
 };
@@ -88,7 +89,7 @@ pub fn compile_kernel(
 /// # Ok::<(), cufold::Error>(())
 /// ```
 pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
-    gpu: Gpu,
+    pub(super) gpu: Gpu,
     op: O,
     params: Box<ParamBlob>,
     param_bytes: usize,
@@ -100,6 +101,7 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
     chunk_fn: OnceLock<CudaFunction>,
     combine_fn: OnceLock<CudaFunction>,
     whole: OnceLock<Reducer<T, O>>,
+    pub(super) runs: RunCache,
     _input: PhantomData<fn(T)>,
 }
 
@@ -135,6 +137,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             chunk_fn: OnceLock::new(),
             combine_fn: OnceLock::new(),
             whole: OnceLock::new(),
+            runs: RunCache::default(),
             _input: PhantomData,
         })
     }
@@ -214,7 +217,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             return self.split_rows(x_ptr, rows, out_ptr);
         }
         if plan.schedule == Schedule::Whole && rows.cols > 0 {
-            let reducer = get_or_try(&self.whole, || self.gpu.reducer::<T, O>(self.op))?;
+            let reducer = self.whole()?;
             let (t, o) = (
                 std::mem::size_of::<T>() as u64,
                 std::mem::size_of::<O::Out>() as u64,
@@ -298,6 +301,11 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         }
     }
 
+    /// The whole-array reducer, for rows or runs long and few enough to take it one by one.
+    pub(super) fn whole(&self) -> Result<&Reducer<T, O>> {
+        get_or_try(&self.whole, || self.gpu.reducer::<T, O>(self.op))
+    }
+
     /// [`Schedule::Split`]: a block per aligned chunk of every row into the handle's scratch
     /// memory (each chunk's subtree of its row's tree, unfinished), then a block per row
     /// joining them. Two launches, in order on the stream.
@@ -369,7 +377,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     /// # Safety
     ///
     /// As [`launch_segments`].
-    unsafe fn launch(&self, plan: SegmentPlan, args: SegmentArgs) -> Result<()> {
+    pub(super) unsafe fn launch(&self, plan: SegmentPlan, args: SegmentArgs) -> Result<()> {
         let f = match plan.schedule {
             Schedule::Thread => self.kernel(&self.thread, "cf_segment_reduce", 1)?,
             Schedule::Warp => self.kernel(&self.warp, "cf_segment_reduce", 32)?,

@@ -32,6 +32,21 @@
 //! before its start or past the input: nothing is read outside the input, nothing is written
 //! but the outputs of valid segments.
 //!
+//! **By key.** Runs of equal consecutive keys are segments too: `reduce_by_key` gives each
+//! run's key, result and length ([`SegmentReducer::reduce_by_key`],
+//! [`Cpu::reduce_by_key`](crate::Cpu::reduce_by_key)), `scan_by_key_into` restarts the scan
+//! at each run ([`SegmentScanner::scan_by_key_into`],
+//! [`Cpu::scan_by_key_into`](crate::Cpu::scan_by_key_into)). A run is a maximal stretch of
+//! keys with equal bits: `-0.0` and `0.0` are different keys, a NaN key equals a NaN with
+//! the same bits. The runs' offsets are found first ([`KeyRuns`]: a count of run starts per
+//! tile, their exclusive sum, a scatter), then the segmented kernels take them as CSR
+//! offsets, so each run's result has the bits of the whole-array primitive applied to that
+//! run alone. The GPU forms learn the number of runs before they plan the launch: they wait
+//! for the stream once, after the runs are counted (as `torch.unique_consecutive` does),
+//! and once more, briefly, when the runs are fewer than the multiprocessors and at least
+//! [`WHOLE_MIN_LEN`] long on average, to read their offsets and give each run the
+//! whole-array primitive. [`KeyRuns::offsets_into`] alone enqueues and never waits.
+//!
 //! ```
 //! use cufold::{ops, segment::Rows, Cpu};
 //! let x = [1.0f32, 5.0, 2.0, /* */ 7.0, 3.0, 9.0];
@@ -43,11 +58,13 @@
 //! # Ok::<(), cufold::Error>(())
 //! ```
 
+mod by_key;
 mod cpu;
 mod gpu;
 mod plan;
 mod scan_gpu;
 
+pub use by_key::{compile_runs_kernel, runs_kernel_source, ByKey, DeviceByKey, KeyRuns};
 pub use gpu::{compile_kernel, kernel_source, SegmentReducer};
 pub use plan::{
     plan, split_chunk_log, with_schedule, Schedule, SegmentPlan, THREAD_MAX_MEAN, WARP_MAX_MEAN,

@@ -1,6 +1,7 @@
 //! The segmented scan on the GPU: a thread or a block per segment, or the whole-array
 //! scanner once per row, one launch per call, on the caller's stream.
 
+use super::by_key::RunCache;
 use super::gpu::{launch_segments, SegmentArgs};
 use super::plan::{check_offsets_len, check_rows, plan, with_schedule, Schedule, SegmentPlan};
 use super::{Rows, SegmentConfig};
@@ -88,7 +89,7 @@ pub fn compile_scan_kernel(
 /// # Ok::<(), cufold::Error>(())
 /// ```
 pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
-    gpu: Gpu,
+    pub(super) gpu: Gpu,
     op: O,
     params: Box<ParamBlob>,
     param_bytes: usize,
@@ -98,6 +99,7 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     thread_fn: OnceLock<CudaFunction>,
     block_fn: OnceLock<CudaFunction>,
     whole: OnceLock<Scanner<T, O>>,
+    pub(super) runs: RunCache,
     _input: PhantomData<fn(T)>,
 }
 
@@ -135,6 +137,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             thread_fn: OnceLock::new(),
             block_fn: OnceLock::new(),
             whole: OnceLock::new(),
+            runs: RunCache::default(),
             _input: PhantomData,
         })
     }
@@ -214,7 +217,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         let (x_ptr, _x_guard) = x.device_ptr(stream);
         let (y_ptr, _y_guard) = y.device_ptr_mut(stream);
         if plan.schedule == Schedule::Whole {
-            let scanner = get_or_try(&self.whole, || self.gpu.scanner::<T, O>(self.op))?;
+            let scanner = self.whole()?;
             let (t, o) = (
                 std::mem::size_of::<T>() as u64,
                 std::mem::size_of::<O::Out>() as u64,
@@ -302,10 +305,20 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         }
     }
 
+    /// The whole-array scanner, for rows or runs long and few enough to take it one by one.
+    pub(super) fn whole(&self) -> Result<&Scanner<T, O>> {
+        get_or_try(&self.whole, || self.gpu.scanner::<T, O>(self.op))
+    }
+
     /// # Safety
     ///
     /// As [`launch_segments`].
-    unsafe fn launch(&self, plan: SegmentPlan, args: SegmentArgs, kind: ScanKind) -> Result<()> {
+    pub(super) unsafe fn launch(
+        &self,
+        plan: SegmentPlan,
+        args: SegmentArgs,
+        kind: ScanKind,
+    ) -> Result<()> {
         let (cell, group) = match plan.schedule {
             Schedule::Thread => (&self.thread_fn, 1),
             _ => (&self.block_fn, self.block),

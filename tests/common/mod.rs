@@ -200,8 +200,6 @@ pub fn data<T: Gen>(n: usize, seed: u64) -> Vec<T> {
     (0..n).map(|_| T::gen(&mut r)).collect()
 }
 
-/// Same bits (NaNs of any payload count as equal): Debug prints every other bit pattern
-/// of our floats differently, -0.0 included.
 /// CSR offsets starting at `base` for segments of these lengths.
 pub fn csr_offsets(base: u64, lengths: &[usize]) -> Vec<u64> {
     let mut o = vec![base];
@@ -211,6 +209,8 @@ pub fn csr_offsets(base: u64, lengths: &[usize]) -> Vec<u64> {
     o
 }
 
+/// Same bits (NaNs of any payload count as equal): Debug prints every other bit pattern
+/// of our floats differently, -0.0 included.
 pub fn same<X: std::fmt::Debug>(a: &X, b: &X) -> bool {
     format!("{a:?}") == format!("{b:?}")
 }

@@ -1,0 +1,690 @@
+//! Reductions and scans by key: runs of equal consecutive keys are the segments (module
+//! [`segment`](crate::segment), "By key").
+
+use super::gpu::SegmentArgs;
+use super::{SegmentReducer, SegmentScanner};
+use crate::cpu::Cpu;
+use crate::element::{DeviceValue, Element};
+use crate::error::{Error, ErrorKind, Result};
+use crate::gpu::{get_or_try, jit, Gpu};
+use crate::ops::{CudaOp, Operator, Sum};
+use crate::scan::{ScanKind, Scanner};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
+use std::marker::PhantomData;
+use std::sync::OnceLock;
+
+/// Threads per block of the run kernels.
+const RUN_BLOCK: u32 = 256;
+/// Keys per thread per tile of the run kernels (a tile: `RUN_BLOCK * RUN_ITEMS` keys).
+const RUN_ITEMS: u32 = 16;
+const RUN_TILE: u64 = RUN_BLOCK as u64 * RUN_ITEMS as u64;
+
+/// The unsigned CUDA type as wide as a key of `bytes` bytes.
+fn key_word(bytes: usize) -> Result<&'static str> {
+    Ok(match bytes {
+        1 => "unsigned char",
+        2 => "unsigned short",
+        4 => "unsigned int",
+        8 => "unsigned long long",
+        _ => {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("keys of {bytes} bytes are not supported (1, 2, 4 or 8)"),
+            ))
+        }
+    })
+}
+
+/// The CUDA source of the run kernels for keys of `key_bytes` bytes (1, 2, 4 or 8): the
+/// count of run heads per tile, the scatter of the runs' starts, and the gather of each
+/// run's key and length (kernels/key_runs.cuh).
+///
+/// ```
+/// let src = cufold::segment::runs_kernel_source(4)?;
+/// assert!(src.contains("#define CF_OP unsigned int") && src.contains("cufold/key_runs.cuh"));
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub fn runs_kernel_source(key_bytes: usize) -> Result<String> {
+    Ok(jit::kernel_source(
+        "key_runs",
+        &word_op(key_bytes)?,
+        &[
+            ("CF_BLOCK", RUN_BLOCK.to_string()),
+            ("CF_ITEMS", RUN_ITEMS.to_string()),
+        ],
+    ))
+}
+
+/// Compiles the run kernels (see [`runs_kernel_source`]) for `arch` and returns the CUBIN;
+/// it needs NVRTC but no device.
+///
+/// ```no_run
+/// assert!(!cufold::segment::compile_runs_kernel(8, "sm_90")?.is_empty());
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub fn compile_runs_kernel(key_bytes: usize, arch: &str) -> Result<Vec<u8>> {
+    let src = runs_kernel_source(key_bytes)?;
+    jit::probe_nvrtc()?;
+    jit::compile(&src, &jit::compile_options(arch))
+}
+
+/// The "operator" the run kernels are generated for: only the word type of a key.
+fn word_op(key_bytes: usize) -> Result<CudaOp> {
+    Ok(CudaOp {
+        type_name: key_word(key_bytes)?.to_string(),
+        source: String::new(),
+    })
+}
+
+/// The run kernels for keys of one width, and the scan of the per-tile counts.
+struct RunKernels {
+    gpu: Gpu,
+    count: CudaFunction,
+    scatter: CudaFunction,
+    gather: CudaFunction,
+    starts: Scanner<u64, Sum>,
+}
+
+impl RunKernels {
+    fn new(gpu: &Gpu, key_bytes: usize) -> Result<RunKernels> {
+        let op = word_op(key_bytes)?;
+        let shape = ("key_runs", RUN_BLOCK, RUN_ITEMS);
+        let load = |name: &str| {
+            gpu.kernel(name, &op, &shape, || {
+                runs_kernel_source(key_bytes).expect("the width was checked")
+            })
+        };
+        Ok(RunKernels {
+            gpu: gpu.clone(),
+            count: load("cf_run_count")?,
+            scatter: load("cf_run_scatter")?,
+            gather: load("cf_run_gather")?,
+            starts: gpu.scanner::<u64, Sum>(Sum)?,
+        })
+    }
+
+    fn config(&self, blocks: u64) -> LaunchConfig {
+        let most = self.gpu.inner.props.sm_count as u64 * 8;
+        LaunchConfig {
+            grid_dim: (blocks.clamp(1, most) as u32, 1, 1),
+            block_dim: (RUN_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Enqueues the count of run heads per tile of the `n > 0` keys at `keys` and their
+    /// exclusive sum: `starts` has one value more than the tiles, the number of runs.
+    ///
+    /// # Safety
+    ///
+    /// `keys` holds `n` keys of this width.
+    unsafe fn starts(&self, keys: u64, n: u64) -> Result<(CudaSlice<u64>, CudaSlice<u64>)> {
+        let stream = self.gpu.stream();
+        let tiles = n.div_ceil(RUN_TILE);
+        // One more count than tiles, left 0, so that the scan's last value is the total.
+        let counts = self.gpu.alloc::<u64>(tiles as usize + 1)?;
+        let mut starts = self.gpu.alloc::<u64>(tiles as usize + 1)?;
+        {
+            let (counts_ptr, _g) = counts.device_ptr(stream);
+            let mut a = stream.launch_builder(&self.count);
+            a.arg(&keys).arg(&n).arg(&tiles).arg(&counts_ptr);
+            // SAFETY: (const word*, u64 n, u64 tiles, u64* counts): the caller's keys, one
+            // count per tile.
+            unsafe { a.launch(self.config(tiles)) }
+                .map_err(|e| Error::driver("launching the run-count kernel", e))?;
+        }
+        self.starts.exclusive(&counts, &mut starts)?;
+        Ok((counts, starts))
+    }
+
+    /// Enqueues the scatter of the runs' starts of the `n > 0` keys at `keys` into
+    /// `offsets`, then `n`; and the number of runs into `runs` unless it is 0.
+    ///
+    /// # Safety
+    ///
+    /// `keys` holds `n` keys of this width, `offsets` room for every run and one more,
+    /// `runs` is 0 or holds one u64; `counts` and `starts` are [`Self::starts`]'s for them.
+    unsafe fn scatter(
+        &self,
+        keys: u64,
+        n: u64,
+        (counts, starts): &(CudaSlice<u64>, CudaSlice<u64>),
+        offsets: u64,
+        runs: u64,
+    ) -> Result<()> {
+        let stream = self.gpu.stream();
+        let tiles = n.div_ceil(RUN_TILE);
+        let (counts_ptr, _g1) = counts.device_ptr(stream);
+        let (starts_ptr, _g2) = starts.device_ptr(stream);
+        let mut b = stream.launch_builder(&self.scatter);
+        b.arg(&keys)
+            .arg(&n)
+            .arg(&tiles)
+            .arg(&starts_ptr)
+            .arg(&counts_ptr)
+            .arg(&offsets)
+            .arg(&runs);
+        // SAFETY: (const word*, u64, u64, const u64* starts, const u64* counts, u64* offsets,
+        // u64* runs): one offset per run and one more are written.
+        unsafe { b.launch(self.config(tiles)) }
+            .map(|_| ())
+            .map_err(|e| Error::driver("launching the run-scatter kernel", e))
+    }
+
+    /// Enqueues the offsets of the runs of the `n > 0` keys at `keys` into `offsets` (room
+    /// for `n + 1`) and their number into `runs` (one u64).
+    ///
+    /// # Safety
+    ///
+    /// `keys` holds `n` keys of this width, `offsets` `n + 1` u64s, `runs` one.
+    unsafe fn offsets(&self, keys: u64, n: u64, offsets: u64, runs: u64) -> Result<()> {
+        // SAFETY: the caller's.
+        unsafe {
+            let counted = self.starts(keys, n)?;
+            self.scatter(keys, n, &counted, offsets, runs)
+        }
+    }
+
+    /// Enqueues each run's first key (if `keys_out` is not 0) and length (if `lengths_out`
+    /// is not 0).
+    ///
+    /// # Safety
+    ///
+    /// `offsets` holds `runs + 1` offsets into the keys at `keys`; the outputs `runs` each.
+    unsafe fn gather(
+        &self,
+        keys: u64,
+        offsets: u64,
+        runs: u64,
+        keys_out: u64,
+        lengths_out: u64,
+    ) -> Result<()> {
+        let stream = self.gpu.stream();
+        let mut a = stream.launch_builder(&self.gather);
+        a.arg(&keys)
+            .arg(&offsets)
+            .arg(&runs)
+            .arg(&keys_out)
+            .arg(&lengths_out);
+        // SAFETY: (const word*, const u64*, u64, word*, u64*): the caller's.
+        unsafe { a.launch(self.config(runs.div_ceil(RUN_BLOCK as u64))) }
+            .map(|_| ())
+            .map_err(|e| Error::driver("launching the run-gather kernel", e))
+    }
+
+    /// The runs' offsets of the `n > 0` keys at `keys` (`runs + 1` of them) and their
+    /// number, after one wait for the stream (for the number, between the count and the
+    /// scatter, so that the offsets take only the memory they need).
+    ///
+    /// # Safety
+    ///
+    /// `keys` holds `n` keys of this width.
+    unsafe fn offsets_counted(&self, keys: u64, n: u64) -> Result<(CudaSlice<u64>, u64)> {
+        let stream = self.gpu.stream();
+        // SAFETY: the caller's keys.
+        let counted = unsafe { self.starts(keys, n)? };
+        let tiles = n.div_ceil(RUN_TILE) as usize;
+        let runs = stream
+            .clone_dtoh(&counted.1.slice(tiles..))
+            .map_err(|e| Error::driver("reading the number of runs", e))?[0];
+        let mut offsets = self.gpu.alloc::<u64>(runs as usize + 1)?;
+        {
+            let (off_ptr, _g) = offsets.device_ptr_mut(stream);
+            // SAFETY: the caller's keys; runs + 1 offsets allocated for the runs counted.
+            unsafe { self.scatter(keys, n, &counted, off_ptr, 0)? };
+        }
+        Ok((offsets, runs))
+    }
+}
+
+/// One [`RunKernels`] per key width (1, 2, 4, 8 bytes), built on first use.
+#[derive(Default)]
+pub(super) struct RunCache([OnceLock<RunKernels>; 4]);
+
+impl RunCache {
+    fn get(&self, gpu: &Gpu, key_bytes: usize) -> Result<&RunKernels> {
+        key_word(key_bytes)?;
+        let slot = &self.0[key_bytes.trailing_zeros() as usize];
+        get_or_try(slot, || RunKernels::new(gpu, key_bytes))
+    }
+}
+
+impl std::fmt::Debug for RunCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunCache")
+    }
+}
+
+fn check_keys(keys: usize, values: usize) -> Result<()> {
+    if keys != values {
+        return Err(Error::new(
+            ErrorKind::LengthMismatch,
+            format!("{keys} keys for {values} values: give one key per value"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_room(what: &str, len: usize, runs: u64) -> Result<()> {
+    if (len as u64) < runs {
+        return Err(Error::new(
+            ErrorKind::LengthMismatch,
+            format!("{what} holds {len} values, but the keys form {runs} runs"),
+        ));
+    }
+    Ok(())
+}
+
+/// Runs of equal consecutive keys on the GPU: their CSR offsets, and each run's key and
+/// length (module [`segment`](crate::segment), "By key": keys are equal when their bits are).
+///
+/// ```no_run
+/// let gpu = cufold::Gpu::open(0)?;
+/// let keys = gpu.stream().clone_htod(&[7u32, 7, 2, 2, 2, 7]).unwrap();
+/// let (offsets, runs) = gpu.key_runs::<u32>()?.offsets(&keys)?;
+/// assert_eq!(runs, 3);
+/// assert_eq!(gpu.stream().clone_dtoh(&offsets).unwrap(), [0, 2, 5, 6]);
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub struct KeyRuns<K: Element> {
+    kernels: RunKernels,
+    _key: PhantomData<fn(K)>,
+}
+
+impl<K: Element> std::fmt::Debug for KeyRuns<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyRuns")
+            .field("key", &K::NAME)
+            .field("gpu", &self.kernels.gpu)
+            .finish()
+    }
+}
+
+impl<K: Element> KeyRuns<K> {
+    /// Enqueues the runs' offsets of `keys` into `offsets` (room for `keys.len() + 1`):
+    /// `offsets[r]` is where run `r` starts, `offsets[runs]` is `keys.len()`; the number
+    /// of runs goes to `runs[0]`. Never waits for the stream. Scratch: two u64 per 4096
+    /// keys, allocated on the stream. (The waiting forms below need no `n + 1` buffer: they
+    /// count the runs first.)
+    ///
+    /// Errors: `offsets` shorter than `keys.len() + 1` or `runs` empty
+    /// ([`ErrorKind::LengthMismatch`]).
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let keys = gpu.stream().clone_htod(&[1i64, 1, 1, 4]).unwrap();
+    /// let mut offsets = gpu.stream().alloc_zeros::<u64>(5).unwrap();
+    /// let mut runs = gpu.stream().alloc_zeros::<u64>(1).unwrap();
+    /// gpu.key_runs::<i64>()?.offsets_into(&keys, &mut offsets, &mut runs)?;
+    /// assert_eq!(gpu.stream().clone_dtoh(&runs).unwrap(), [2]);
+    /// assert_eq!(gpu.stream().clone_dtoh(&offsets).unwrap()[..3], [0, 3, 4]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn offsets_into(
+        &self,
+        keys: &impl DevicePtr<K>,
+        offsets: &mut impl DevicePtrMut<u64>,
+        runs: &mut impl DevicePtrMut<u64>,
+    ) -> Result<()> {
+        let n = keys.len();
+        check_room("the offsets buffer", offsets.len(), n as u64 + 1)?;
+        check_room("the run count buffer", runs.len(), 1)?;
+        let stream = self.kernels.gpu.stream();
+        if n == 0 {
+            // No runs; the one offset is 0.
+            stream
+                .memset_zeros(runs)
+                .and_then(|_| stream.memset_zeros(offsets))
+                .map_err(|e| Error::driver("writing the runs of no keys", e))?;
+            return Ok(());
+        }
+        let (runs_ptr, _g1) = runs.device_ptr_mut(stream);
+        let (off_ptr, _g2) = offsets.device_ptr_mut(stream);
+        let (keys_ptr, _g3) = keys.device_ptr(stream);
+        // SAFETY: n keys, n + 1 offsets and one count (checked above).
+        unsafe { self.kernels.offsets(keys_ptr, n as u64, off_ptr, runs_ptr) }
+    }
+
+    /// The runs' offsets of `keys` on the device (`runs + 1` of them) and the number of
+    /// runs, after one wait for the stream.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let keys = gpu.stream().clone_htod(&[0.5f32, 0.5, -0.0, 0.0]).unwrap();
+    /// let (_, runs) = gpu.key_runs::<f32>()?.offsets(&keys)?;
+    /// assert_eq!(runs, 3); // -0.0 and 0.0 differ in their bits
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn offsets(&self, keys: &impl DevicePtr<K>) -> Result<(CudaSlice<u64>, usize)> {
+        let n = keys.len() as u64;
+        if n == 0 {
+            return Ok((self.kernels.gpu.alloc::<u64>(1)?, 0));
+        }
+        let stream = self.kernels.gpu.stream();
+        let (keys_ptr, _g) = keys.device_ptr(stream);
+        // SAFETY: `keys` holds n keys of K's width.
+        let (offsets, runs) = unsafe { self.kernels.offsets_counted(keys_ptr, n)? };
+        Ok((offsets, runs as usize))
+    }
+}
+
+impl Gpu {
+    /// Finds runs of equal consecutive keys of type `K` on this GPU (module
+    /// [`segment`](crate::segment)); its kernels are compiled (or loaded) here.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let runs = gpu.key_runs::<u64>()?;
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn key_runs<K: Element>(&self) -> Result<KeyRuns<K>> {
+        Ok(KeyRuns {
+            kernels: RunKernels::new(self, std::mem::size_of::<K>())?,
+            _key: PhantomData,
+        })
+    }
+}
+
+/// What a reduction by key gives on the GPU: run `r` has key `keys[r]`, `lengths[r]`
+/// elements and result `values[r]`; each buffer holds one value per run.
+///
+/// ```no_run
+/// let gpu = cufold::Gpu::open(0)?;
+/// let keys = gpu.stream().clone_htod(&[3u8, 3, 9]).unwrap();
+/// let x = gpu.stream().clone_htod(&[1.0f32, 2.0, 5.0]).unwrap();
+/// let by: cufold::segment::DeviceByKey<u8, f32> =
+///     gpu.segment_reducer::<f32, _>(cufold::ops::Sum)?.reduce_by_key(&keys, &x)?;
+/// assert_eq!(gpu.stream().clone_dtoh(&by.values).unwrap(), [3.0, 5.0]);
+/// # Ok::<(), cufold::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct DeviceByKey<K: DeviceValue, V: DeviceValue> {
+    /// The key of each run.
+    pub keys: CudaSlice<K>,
+    /// The result of each run.
+    pub values: CudaSlice<V>,
+    /// The number of elements in each run.
+    pub lengths: CudaSlice<u64>,
+}
+
+/// What a reduction by key gives on the CPU: run `r` has key `keys[r]`, `lengths[r]`
+/// elements and result `values[r]`.
+///
+/// ```
+/// use cufold::{ops, Cpu};
+/// let by = Cpu::new().reduce_by_key(&[3u8, 3, 9], &[1.0f32, 2.0, 5.0], ops::Sum)?;
+/// assert_eq!((by.keys, by.values, by.lengths), (vec![3, 9], vec![3.0, 5.0], vec![2, 1]));
+/// # Ok::<(), cufold::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct ByKey<K, V> {
+    /// The key of each run.
+    pub keys: Vec<K>,
+    /// The result of each run.
+    pub values: Vec<V>,
+    /// The number of elements in each run.
+    pub lengths: Vec<u64>,
+}
+
+impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
+    /// Reduces each run of equal consecutive `keys` over the matching `values`: one key,
+    /// one result and one length per run, in new device buffers. Waits for the stream once
+    /// or twice (module [`segment`](crate::segment), "By key").
+    ///
+    /// Errors: keys and values of different lengths
+    /// ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)), before any launch.
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let keys = gpu.stream().clone_htod(&[1u32, 1, 1, 2, 2, 1]).unwrap();
+    /// let x = gpu.stream().clone_htod(&[1.0f64, 2.0, 3.0, 4.0, 6.0, 8.0]).unwrap();
+    /// let means = gpu.segment_reducer::<f64, _>(cufold::ops::Mean)?.reduce_by_key(&keys, &x)?;
+    /// assert_eq!(gpu.stream().clone_dtoh(&means.keys).unwrap(), [1, 2, 1]);
+    /// assert_eq!(gpu.stream().clone_dtoh(&means.values).unwrap(), [2.0, 5.0, 8.0]);
+    /// assert_eq!(gpu.stream().clone_dtoh(&means.lengths).unwrap(), [3, 2, 1]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce_by_key<K: Element>(
+        &self,
+        keys: &impl DevicePtr<K>,
+        values: &impl DevicePtr<T>,
+    ) -> Result<DeviceByKey<K, O::Out>> {
+        check_keys(keys.len(), values.len())?;
+        let n = keys.len() as u64;
+        let gpu = &self.gpu;
+        let kernels = self.runs.get(gpu, std::mem::size_of::<K>())?;
+        if n == 0 {
+            return Ok(DeviceByKey {
+                keys: gpu.alloc(0)?,
+                values: gpu.alloc(0)?,
+                lengths: gpu.alloc(0)?,
+            });
+        }
+        let stream = gpu.stream();
+        let (keys_ptr, _g1) = keys.device_ptr(stream);
+        let (x_ptr, _g2) = values.device_ptr(stream);
+        // SAFETY: `keys` holds n keys of K's width.
+        let (offsets, runs) = unsafe { kernels.offsets_counted(keys_ptr, n)? };
+        let mut out = DeviceByKey {
+            keys: gpu.alloc::<K>(runs as usize)?,
+            values: gpu.alloc::<O::Out>(runs as usize)?,
+            lengths: gpu.alloc::<u64>(runs as usize)?,
+        };
+        let (off_ptr, _g3) = offsets.device_ptr(stream);
+        {
+            let (k_out, _g4) = out.keys.device_ptr_mut(stream);
+            let (l_out, _g5) = out.lengths.device_ptr_mut(stream);
+            // SAFETY: runs + 1 offsets into the n keys; runs keys and lengths allocated.
+            unsafe { kernels.gather(keys_ptr, off_ptr, runs, k_out, l_out)? };
+        }
+        let (v_out, _g6) = out.values.device_ptr_mut(stream);
+        if let Some(spans) = few_long_runs(gpu, &offsets, runs, n)? {
+            let (reducer, t) = (self.whole()?, std::mem::size_of::<T>() as u64);
+            for (r, (lo, len)) in spans.into_iter().enumerate() {
+                let o = r as u64 * std::mem::size_of::<O::Out>() as u64;
+                reducer.launch(x_ptr + lo * t, len, v_out + o)?;
+            }
+        } else {
+            let plan = self.plan(runs, n, false);
+            // SAFETY: runs + 1 monotone offsets within the n values; runs outputs.
+            unsafe {
+                self.launch(
+                    plan,
+                    SegmentArgs {
+                        x_ptr,
+                        n,
+                        segments: runs,
+                        off_ptr,
+                        stride: 0,
+                        cols: 0,
+                        out_ptr: v_out,
+                    },
+                )?;
+            }
+        }
+        drop(_g6);
+        Ok(out)
+    }
+}
+
+impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
+    /// Scans `values` into `y` (the same length), restarting at each run of equal
+    /// consecutive `keys`: each run's outputs are those of the whole-array scan of that run
+    /// alone. Waits for the stream once or twice (module [`segment`](crate::segment), "By key").
+    ///
+    /// Errors, before any launch: keys, values and `y` of different lengths
+    /// ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)).
+    ///
+    /// ```no_run
+    /// use cufold::{ops, ScanKind};
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let keys = gpu.stream().clone_htod(&[5u32, 5, 5, 6, 6]).unwrap();
+    /// let x = gpu.stream().clone_htod(&[1i32, 2, 3, 4, 5]).unwrap();
+    /// let mut y = gpu.stream().alloc_zeros::<i32>(5).unwrap();
+    /// gpu.segment_scanner::<i32, _>(ops::Sum)?.scan_by_key_into(&keys, &x, &mut y, ScanKind::Inclusive)?;
+    /// assert_eq!(gpu.stream().clone_dtoh(&y).unwrap(), [1, 3, 6, 4, 9]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan_by_key_into<K: Element>(
+        &self,
+        keys: &impl DevicePtr<K>,
+        values: &impl DevicePtr<T>,
+        y: &mut impl DevicePtrMut<O::Out>,
+        kind: ScanKind,
+    ) -> Result<()> {
+        check_keys(keys.len(), values.len())?;
+        crate::ops::check::check_scan_lengths(values.len(), y.len())?;
+        let n = keys.len() as u64;
+        let gpu = &self.gpu;
+        let kernels = self.runs.get(gpu, std::mem::size_of::<K>())?;
+        if n == 0 {
+            return Ok(());
+        }
+        let stream = gpu.stream();
+        let (keys_ptr, _g1) = keys.device_ptr(stream);
+        // SAFETY: `keys` holds n keys of K's width.
+        let (offsets, runs) = unsafe { kernels.offsets_counted(keys_ptr, n)? };
+        let (x_ptr, _g2) = values.device_ptr(stream);
+        let (off_ptr, _g3) = offsets.device_ptr(stream);
+        let (y_ptr, _g4) = y.device_ptr_mut(stream);
+        if let Some(spans) = few_long_runs(gpu, &offsets, runs, n)? {
+            let scanner = self.whole()?;
+            let (t, o) = (
+                std::mem::size_of::<T>() as u64,
+                std::mem::size_of::<O::Out>() as u64,
+            );
+            for (lo, len) in spans {
+                scanner.launch(x_ptr + lo * t, y_ptr + lo * o, len, kind, false)?;
+            }
+            return Ok(());
+        }
+        let plan = self.plan(runs, n, false);
+        // SAFETY: runs + 1 monotone offsets covering the n values; y is n long.
+        unsafe {
+            self.launch(
+                plan,
+                SegmentArgs {
+                    x_ptr,
+                    n,
+                    segments: runs,
+                    off_ptr,
+                    stride: 0,
+                    cols: 0,
+                    out_ptr: y_ptr,
+                },
+                kind,
+            )
+        }
+    }
+}
+
+/// For fewer runs than the device has multiprocessors, `WHOLE_MIN_LEN` long on average
+/// (where rows would be split): each run's (start, length), read from the device (a second,
+/// short wait), for the whole-array primitive to take them one by one at full bandwidth.
+/// Otherwise `None`: the segmented kernels take them all in one launch.
+fn few_long_runs(
+    gpu: &Gpu,
+    offsets: &CudaSlice<u64>,
+    runs: u64,
+    n: u64,
+) -> Result<Option<Vec<(u64, u64)>>> {
+    if runs >= gpu.props().sm_count as u64 || n / runs.max(1) < super::WHOLE_MIN_LEN {
+        return Ok(None);
+    }
+    let host = gpu
+        .stream()
+        .clone_dtoh(offsets)
+        .map_err(|e| Error::driver("reading the run offsets", e))?;
+    Ok(Some(host.windows(2).map(|w| (w[0], w[1] - w[0])).collect()))
+}
+
+/// The bits of a key, for equality.
+fn key_bits<K: Element>(k: &K) -> &[u8] {
+    // SAFETY: Element types are plain scalars (integers, IEEE floats) with no padding, valid
+    // to read as their bytes.
+    unsafe { std::slice::from_raw_parts((k as *const K).cast::<u8>(), std::mem::size_of::<K>()) }
+}
+
+/// The runs' offsets of `keys` on the CPU (`runs + 1` of them).
+fn host_runs<K: Element>(keys: &[K]) -> Vec<u64> {
+    let mut offsets = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        if i == 0 || key_bits(k) != key_bits(&keys[i - 1]) {
+            offsets.push(i as u64);
+        }
+    }
+    offsets.push(keys.len() as u64);
+    offsets
+}
+
+impl Cpu {
+    /// Reduces each run of equal consecutive `keys` (compared by their bits) over the
+    /// matching `values`: the GPU's [`SegmentReducer::reduce_by_key`], same bits.
+    ///
+    /// Errors: keys and values of different lengths ([`ErrorKind::LengthMismatch`]).
+    ///
+    /// ```
+    /// use cufold::{ops, Cpu};
+    /// let by = Cpu::new().reduce_by_key(&[1u32, 1, 2, 1], &[4.0f32, 2.0, 7.0, 1.0], ops::Max)?;
+    /// assert_eq!(by.keys, [1, 2, 1]);
+    /// assert_eq!(by.values, [4.0, 7.0, 1.0]);
+    /// assert_eq!(by.lengths, [2, 1, 1]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce_by_key<K: Element, T: DeviceValue, O: Operator<T>>(
+        &self,
+        keys: &[K],
+        values: &[T],
+        op: O,
+    ) -> Result<ByKey<K, O::Out>> {
+        check_keys(keys.len(), values.len())?;
+        if keys.is_empty() {
+            return Ok(ByKey {
+                keys: Vec::new(),
+                values: Vec::new(),
+                lengths: Vec::new(),
+            });
+        }
+        let offsets = host_runs(keys);
+        let results = self.reduce_segments(values, &offsets, op)?;
+        let runs = offsets.len() - 1;
+        Ok(ByKey {
+            keys: offsets[..runs].iter().map(|&o| keys[o as usize]).collect(),
+            values: results
+                .into_iter()
+                .map(|v| v.expect("a run is never empty"))
+                .collect(),
+            lengths: offsets.windows(2).map(|w| w[1] - w[0]).collect(),
+        })
+    }
+
+    /// Scans `values` into `out` (the same length), restarting at each run of equal
+    /// consecutive `keys`: the GPU's [`SegmentScanner::scan_by_key_into`], same bits.
+    ///
+    /// Errors: keys, values and `out` of different lengths ([`ErrorKind::LengthMismatch`]).
+    ///
+    /// ```
+    /// use cufold::{ops, Cpu, ScanKind};
+    /// let mut y = [0i32; 5];
+    /// Cpu::new().scan_by_key_into(&[5u32, 5, 5, 6, 6], &[1, 2, 3, 4, 5], &mut y, ops::Sum, ScanKind::Exclusive)?;
+    /// assert_eq!(y, [0, 1, 3, 0, 4]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan_by_key_into<K: Element, T: DeviceValue, O: Operator<T>>(
+        &self,
+        keys: &[K],
+        values: &[T],
+        out: &mut [O::Out],
+        op: O,
+        kind: ScanKind,
+    ) -> Result<()> {
+        check_keys(keys.len(), values.len())?;
+        crate::ops::check::check_scan_lengths(values.len(), out.len())?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.scan_segments_into(values, &host_runs(keys), out, op, kind)
+    }
+}

@@ -1,0 +1,269 @@
+//! GPU tests of reductions and scans by key: the runs the GPU finds are those of a plain CPU
+//! loop over the keys' bits, and each run's result has the bits of the CPU's whole-array
+//! reduction (or scan) of that run alone. Runs straddle the run kernels' 4096-key tiles,
+//! and keys repeat in runs that are not adjacent. They need a CUDA device, so they are
+//! ignored by a plain `cargo test`; run them with `--include-ignored`.
+
+mod common;
+use common::*;
+use cudarc::driver::CudaSlice;
+use cufold::ops::*;
+use cufold::{bf16, f16, Cpu, DeviceValue, Element, ErrorKind, ScanKind};
+
+fn download<T: DeviceValue>(d: &CudaSlice<T>) -> Vec<T> {
+    if d.is_empty() {
+        Vec::new()
+    } else {
+        gpu().stream().clone_dtoh(d).unwrap()
+    }
+}
+
+/// Run lengths: around the tiles (4096 keys), a run over several tiles, many short runs.
+fn run_lengths(seed: u64) -> Vec<usize> {
+    let mut lengths = vec![1, 1, 4095, 1, 4096, 2, 70_001, 3, 8191, 1];
+    let mut r = Rng(seed);
+    lengths.extend((0..3000).map(|_| 1 + (r.next() % 40) as usize));
+    lengths.push(1);
+    lengths
+}
+
+/// Keys for those runs: run `r` gets `pick(r)`; adjacent picks must differ in their bits.
+fn keys_of<K: Copy>(lengths: &[usize], pick: impl Fn(usize) -> K) -> Vec<K> {
+    lengths
+        .iter()
+        .enumerate()
+        .flat_map(|(r, &l)| std::iter::repeat(pick(r)).take(l))
+        .collect()
+}
+
+/// The runs' offsets by a plain loop over the keys' bits (`bits`: a key's bit pattern).
+fn plain_runs<K>(keys: &[K], bits: impl Fn(&K) -> u64) -> Vec<u64> {
+    let mut o: Vec<u64> = (0..keys.len())
+        .filter(|&i| i == 0 || bits(&keys[i]) != bits(&keys[i - 1]))
+        .map(|i| i as u64)
+        .collect();
+    o.push(keys.len() as u64);
+    o
+}
+
+fn check_runs<K: Element>(keys: &[K], bits: impl Fn(&K) -> u64, what: &str) {
+    let g = gpu();
+    let want = plain_runs(keys, bits);
+    let kd = upload(g, keys);
+    let runs = g.key_runs::<K>().unwrap();
+    let (offsets, count) = runs.offsets(&kd).unwrap();
+    assert_eq!(count + 1, want.len(), "{what}: number of runs");
+    assert_eq!(download(&offsets), want, "{what}: offsets");
+    // The enqueue-only form, into a buffer longer than needed.
+    let mut long = upload(g, &vec![u64::MAX; keys.len() + 9]);
+    let mut n = upload(g, &[7u64]);
+    runs.offsets_into(&kd, &mut long, &mut n).unwrap();
+    assert_eq!(download(&n), [count as u64], "{what}: offsets_into count");
+    let long = download(&long);
+    assert_eq!(long[..want.len()], want[..], "{what}: offsets_into offsets");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn runs_are_those_of_a_plain_loop_for_every_key_width() {
+    let s = seed("runs_are_those_of_a_plain_loop_for_every_key_width");
+    let lengths = run_lengths(s);
+    check_runs(&keys_of(&lengths, |r| (r % 3) as u8), |k| *k as u64, "u8");
+    check_runs(
+        &keys_of(&lengths, |r| f16::from_f64((r % 5) as f64)),
+        |k| k.to_bits() as u64,
+        "f16",
+    );
+    check_runs(
+        &keys_of(&lengths, |r| (r as u32).wrapping_mul(0x9e37_79b9)),
+        |k| *k as u64,
+        "u32",
+    );
+    // -0.0 and 0.0 are different keys; NaNs with the same bits are one key.
+    let floats = [0.0f32, -0.0, f32::NAN, 1.5];
+    check_runs(
+        &keys_of(&lengths, |r| floats[r % 4]),
+        |k| k.to_bits() as u64,
+        "f32",
+    );
+    check_runs(
+        &keys_of(&lengths, |r| (r as i64) - 1000),
+        |k| *k as u64,
+        "i64",
+    );
+    // One key, one run; every key its own run; one key alone.
+    check_runs(&vec![4u64; 50_000], |k| *k, "one run");
+    check_runs(
+        &(0..50_000u32).collect::<Vec<_>>(),
+        |k| *k as u64,
+        "all distinct",
+    );
+    check_runs(&[9u32], |k| *k as u64, "one key");
+}
+
+fn check_by_key<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
+    let g = gpu();
+    let s = seed(test);
+    let lengths = run_lengths(s);
+    let keys = keys_of(&lengths, |r| (r % 3) as u32 * 10);
+    let x: Vec<T> = data(keys.len(), s ^ 7);
+    let off = csr_offsets(0, &lengths);
+    let cpu = Cpu::new().reduce_by_key(&keys, &x, op).unwrap();
+    for (r, w) in off.windows(2).enumerate() {
+        let alone = Cpu::new()
+            .reduce(&x[w[0] as usize..w[1] as usize], op)
+            .unwrap();
+        assert!(same(&cpu.values[r], &alone), "{test}: CPU run {r}");
+    }
+    assert_eq!(cpu.lengths.len(), lengths.len());
+    let by = g
+        .segment_reducer::<T, O>(op)
+        .unwrap()
+        .reduce_by_key(&upload(g, &keys), &upload(g, &x))
+        .unwrap();
+    assert_eq!(download(&by.keys), cpu.keys, "{test}: keys");
+    assert_eq!(download(&by.lengths), cpu.lengths, "{test}: lengths");
+    let got = download(&by.values);
+    assert_eq!(got.len(), cpu.values.len());
+    for (r, (g, c)) in got.iter().zip(&cpu.values).enumerate() {
+        assert!(same(g, c), "{test}: run {r}: GPU {g:?}, CPU {c:?}");
+    }
+    if O::SCANNABLE {
+        let scanner = g.segment_scanner::<T, O>(op).unwrap();
+        for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
+            let mut want = vec![poison::<O::Out>(); x.len()];
+            Cpu::new()
+                .scan_by_key_into(&keys, &x, &mut want, op, kind)
+                .unwrap();
+            // The CPU's own by-key scan against the whole-array scan of each run.
+            for w in off.windows(2) {
+                let (lo, hi) = (w[0] as usize, w[1] as usize);
+                let alone = Cpu::new().scan(&x[lo..hi], op, kind).unwrap();
+                assert!(same(&want[lo..hi].to_vec(), &alone), "{test}: CPU {kind:?}");
+            }
+            let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
+            scanner
+                .scan_by_key_into(&upload(g, &keys), &upload(g, &x), &mut y, kind)
+                .unwrap();
+            let got = download(&y);
+            for (i, (g, c)) in got.iter().zip(&want).enumerate() {
+                assert!(same(g, c), "{test}: {kind:?} at {i}: GPU {g:?}, CPU {c:?}");
+            }
+        }
+    }
+}
+
+macro_rules! by_key_tests {
+    ($($name:ident: $t:ty, $op:expr;)*) => {$(
+        #[test]
+        #[ignore = "needs a CUDA device"]
+        fn $name() {
+            check_by_key::<$t, _>($op, stringify!($name));
+        }
+    )*};
+}
+
+by_key_tests! {
+    f32_sum_by_key_has_the_cpu_bits: f32, Sum;
+    f64_mean_by_key_has_the_cpu_bits: f64, Mean;
+    f32_argmax_by_key_has_the_cpu_bits: f32, ArgMax;
+    bf16_max_by_key_has_the_cpu_bits: bf16, Max;
+    i64_sum_by_key_has_the_cpu_bits: i64, Sum;
+    affine_f64_by_key_keeps_its_order: Affine<f64>, Compose;
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn bad_by_key_calls_are_errors_and_empty_keys_give_no_runs() {
+    let g = gpu();
+    let keys = upload(g, &[1u32, 1, 2]);
+    let x = upload(g, &[1.0f32, 2.0]);
+    let r = g.segment_reducer::<f32, _>(Sum).unwrap();
+    let e = r.reduce_by_key(&keys, &x).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch, "{e}");
+    assert!(e.to_string().contains("3 keys for 2 values"), "{e}");
+    let mut y = upload(g, &[0.0f32; 2]);
+    let s = g.segment_scanner::<f32, _>(Sum).unwrap();
+    let e = s
+        .scan_by_key_into(&keys, &x, &mut y, ScanKind::Inclusive)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch, "{e}");
+    let runs = g.key_runs::<u32>().unwrap();
+    let mut short = upload(g, &[0u64; 3]);
+    let mut n = upload(g, &[0u64]);
+    let e = runs.offsets_into(&keys, &mut short, &mut n).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch, "{e}");
+    // No keys: no runs, nothing launched, the count written as 0.
+    let none = upload(g, &[] as &[u32]);
+    let by = r.reduce_by_key(&none, &upload(g, &[] as &[f32])).unwrap();
+    assert!(by.keys.is_empty() && by.values.is_empty() && by.lengths.is_empty());
+    let (_, count) = runs.offsets(&none).unwrap();
+    assert_eq!(count, 0);
+    let mut n = upload(g, &[5u64]);
+    let mut one = upload(g, &[5u64]);
+    runs.offsets_into(&none, &mut one, &mut n).unwrap();
+    assert_eq!((download(&n), download(&one)), (vec![0], vec![0]));
+}
+
+#[test]
+#[ignore = "needs NVRTC (part of the CUDA toolkit)"]
+fn run_kernels_compile_for_hopper_for_every_key_width() {
+    if !compile_only_test_runs("run_kernels_compile_for_hopper_for_every_key_width") {
+        return;
+    }
+    for width in [1, 2, 4, 8] {
+        if let Err(e) = cufold::segment::compile_runs_kernel(width, "sm_90") {
+            panic!("keys of {width} bytes: {e}");
+        }
+    }
+    assert!(cufold::segment::runs_kernel_source(3).is_err());
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn few_long_runs_take_the_whole_array_primitive_with_the_same_bits() {
+    // Four runs of 2^20 on average, fewer than the multiprocessors: each run goes to the
+    // whole-array reducer or scanner; the bits are those of the CPU's run alone.
+    let g = gpu();
+    let s = seed("few_long_runs_take_the_whole_array_primitive_with_the_same_bits");
+    let lengths = [1 << 20, (1 << 20) + 3, 5, 1 << 21];
+    let keys = keys_of(&lengths, |r| r as u64);
+    let off = csr_offsets(0, &lengths);
+    fn one<T: Gen + DeviceValue, O: Operator<T>>(op: O, keys: &[u64], off: &[u64], s: u64) {
+        let g = gpu();
+        let x: Vec<T> = data(keys.len(), s);
+        let (kd, xd) = (upload(g, keys), upload(g, &x));
+        let by = g
+            .segment_reducer::<T, O>(op)
+            .unwrap()
+            .reduce_by_key(&kd, &xd)
+            .unwrap();
+        let got = download(&by.values);
+        for (r, w) in off.windows(2).enumerate() {
+            let want = Cpu::new()
+                .reduce(&x[w[0] as usize..w[1] as usize], op)
+                .unwrap();
+            assert!(same(&got[r], &want), "{} run {r}", O::NAME);
+        }
+        let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
+        g.segment_scanner::<T, O>(op)
+            .unwrap()
+            .scan_by_key_into(&kd, &xd, &mut y, ScanKind::Inclusive)
+            .unwrap();
+        let y = download(&y);
+        for w in off.windows(2) {
+            let (lo, hi) = (w[0] as usize, w[1] as usize);
+            let want = Cpu::new()
+                .scan(&x[lo..hi], op, ScanKind::Inclusive)
+                .unwrap();
+            assert!(
+                same(&y[lo..hi].to_vec(), &want),
+                "{} scan run at {lo}",
+                O::NAME
+            );
+        }
+    }
+    assert!(g.props().sm_count > 4);
+    one::<f32, _>(Sum, &keys, &off, s);
+    one::<Affine<f32>, _>(Compose, &keys, &off, s);
+}
