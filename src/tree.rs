@@ -48,6 +48,9 @@ impl<T: DeviceValue, O: Operator<T>> Leaves<T, O> for Lifted<'_, T> {
     fn full_tree(&self, op: &O, lo: usize, len: usize, buf: &mut Vec<O::Acc>) -> O::Acc {
         // Lifted straight into the blocks of `fold_full`, not through `buf`.
         let x = &self.0[lo..lo + len];
+        if O::ORDER_FREE {
+            return fold_lanes(op, x, lo as u64);
+        }
         if len < BLOCK {
             buf.clear();
             self.fill(op, lo, lo + len, buf);
@@ -69,17 +72,52 @@ impl<T: DeviceValue, O: Operator<T>> Leaves<T, O> for Lifted<'_, T> {
 const BLOCK: usize = 64;
 
 /// The tree over a full block of [`BLOCK`] accumulators, level by level on arrays of fixed
-/// size (so that the compiler can put neighbouring combines in the lanes of a vector
-/// register): the canonical tree's grouping, every node joining two full, equal subtrees
-/// (`combine_full`).
+/// size (straight-line code the compiler schedules freely): the canonical tree's grouping,
+/// every node joining two full, equal subtrees (`combine_full`).
 #[inline(always)]
 fn fold_block<T: DeviceValue, O: Operator<T>>(op: &O, a: [O::Acc; BLOCK]) -> O::Acc {
-    let a: [O::Acc; 32] = std::array::from_fn(|i| op.combine_full(a[2 * i], a[2 * i + 1]));
-    let a: [O::Acc; 16] = std::array::from_fn(|i| op.combine_full(a[2 * i], a[2 * i + 1]));
-    let a: [O::Acc; 8] = std::array::from_fn(|i| op.combine_full(a[2 * i], a[2 * i + 1]));
-    let a: [O::Acc; 4] = std::array::from_fn(|i| op.combine_full(a[2 * i], a[2 * i + 1]));
-    let a: [O::Acc; 2] = std::array::from_fn(|i| op.combine_full(a[2 * i], a[2 * i + 1]));
+    let a: [O::Acc; 32] = level(op, &a);
+    let a: [O::Acc; 16] = level(op, &a);
+    let a: [O::Acc; 8] = level(op, &a);
+    let a: [O::Acc; 4] = level(op, &a);
+    let a: [O::Acc; 2] = level(op, &a);
     op.combine_full(a[0], a[1])
+}
+
+/// One level of a full tree: `H = N / 2` parents of neighbours.
+#[inline(always)]
+fn level<T: DeviceValue, O: Operator<T>, const N: usize, const H: usize>(
+    op: &O,
+    a: &[O::Acc; N],
+) -> [O::Acc; H] {
+    let mut out = [a[0]; H];
+    for i in 0..H {
+        out[i] = op.combine_full(a[2 * i], a[2 * i + 1]);
+    }
+    out
+}
+
+/// An order-free operator's result over `xs` (non-empty; positions from `first`): eight
+/// independent runs, position `8k + j` in run `j`, joined at the end. Any grouping of an
+/// order-free operator's combines gives the canonical tree's bits
+/// ([`Operator::ORDER_FREE`]), so this is the tree's result, without its dependencies.
+#[inline(always)]
+fn fold_lanes<T: DeviceValue, O: Operator<T>>(op: &O, xs: &[T], first: u64) -> O::Acc {
+    const L: usize = 8;
+    let mut it = xs.chunks_exact(L);
+    let mut acc: [O::Acc; L] = std::array::from_fn(|_| op.identity());
+    let mut i = first;
+    for c in &mut it {
+        for j in 0..L {
+            acc[j] = op.combine(acc[j], op.lift(c[j], i + j as u64));
+        }
+        i += L as u64;
+    }
+    for (j, &v) in it.remainder().iter().enumerate() {
+        acc[j] = op.combine(acc[j], op.lift(v, i + j as u64));
+    }
+    let a: [O::Acc; 4] = std::array::from_fn(|j| op.combine(acc[2 * j], acc[2 * j + 1]));
+    op.combine(op.combine(a[0], a[1]), op.combine(a[2], a[3]))
 }
 
 /// The tree over `xs` (a power-of-two count, all present, as [`fold_full`]), leaving `xs`
