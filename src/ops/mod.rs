@@ -153,7 +153,8 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     /// use cufold::ops::{MeanVar, MeanVarValue, Operator};
     /// let a = MeanVarValue { count: 2.0, mean: 1.0, m2: 0.5 };
     /// let b = MeanVarValue { count: 2.0, mean: 3.0, m2: 0.5 };
-    /// let (full, plain) = (MeanVar.combine_full(a, b), <MeanVar as Operator<f32>>::combine(&MeanVar, a, b));
+    /// let full = <MeanVar as Operator<f32>>::combine_full(&MeanVar, a, b);
+    /// let plain = <MeanVar as Operator<f32>>::combine(&MeanVar, a, b);
     /// assert_eq!(full, plain);
     /// ```
     #[inline(always)]
