@@ -1,29 +1,46 @@
-//! The CPU backend's handle and its plumbing: how work is spread over threads. The
-//! primitives' CPU twins (`crate::reduce`, `crate::scan`) add their own `impl Cpu` blocks and
-//! compute the canonical tree and grouping of `crate::tree`.
+//! The CPU backend's handle and its plumbing: how work is spread over the threads of the
+//! caller's rayon pool. The primitives' CPU twins (`crate::reduce`, `crate::scan`,
+//! `crate::segment`, `crate::monte_carlo`) add their own `impl Cpu` blocks and compute the
+//! canonical tree and grouping of `crate::tree`.
 
 use crate::element::DeviceValue;
 use crate::ops::Operator;
 use crate::tree::{subtree, Leaves};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use rayon::prelude::*;
+use std::num::NonZeroUsize;
 
-/// Reductions and scans on the CPU, multi-threaded, along the canonical tree and grouping
-/// (crate docs): for operators built from `+ - * /`, min, max and comparisons the results
-/// have the same bits as the GPU's. Use it where there is no CUDA, and as the reference in
-/// tests.
+/// Inputs shorter than this run on the caller's thread: splitting them costs more than it
+/// saves (a rayon join from outside the pool is several microseconds).
+pub(crate) const PARALLEL_MIN: usize = 1 << 16;
+
+/// The smallest span of positions one thread reduces alone (a power of two).
+const MIN_GRAIN: usize = 1 << 14;
+
+/// Reductions, scans, segmented reductions and scans, and Monte Carlo integration on the
+/// CPU, along the canonical tree and grouping (crate docs): for operators built from
+/// `+ - * /`, min, max and comparisons the results have the same bits as the GPU's. Use it
+/// where there is no CUDA, and as the reference in tests.
+///
+/// Work runs on [rayon](https://docs.rs/rayon): in the pool of the caller (the global pool,
+/// or the one a [`ThreadPool::install`](rayon::ThreadPool::install) around the call
+/// names), so it composes with `par_iter` and starts no thread of its own. Inputs of fewer
+/// than 65 536 elements run on the caller's thread. A panic in an operator resurfaces in the
+/// caller with its original payload. The results never depend on the number of threads.
 ///
 /// ```
-/// use cufold::{ops, Cpu};
+/// use cufold::{ops, Cpu, ScanKind};
 /// let cpu = Cpu::new();
 /// let x: Vec<f32> = (0..1000).map(|i| i as f32).collect();
 /// assert_eq!(cpu.reduce(&x, ops::Sum)?, 499500.0);
 /// assert_eq!(cpu.reduce(&x, ops::ArgMax)?.index, 999);
+/// assert_eq!(cpu.scan(&x, ops::Max, ScanKind::Inclusive)?[10], 10.0);
 /// # Ok::<(), cufold::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Cpu {
-    threads: usize,
+    /// How many threads' worth of pieces a call is split into; `None`: the current pool's
+    /// thread count, read at each call.
+    width: Option<NonZeroUsize>,
 }
 
 impl Default for Cpu {
@@ -33,85 +50,72 @@ impl Default for Cpu {
 }
 
 impl Cpu {
-    /// A backend using every available core.
+    /// A backend using every thread of the current rayon pool (rayon's global pool, one
+    /// thread per core unless configured otherwise, or the pool a call runs inside).
     ///
     /// ```
+    /// let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    /// assert_eq!(pool.install(|| cufold::Cpu::new().threads()), 3);
     /// assert!(cufold::Cpu::new().threads() >= 1);
     /// ```
     pub fn new() -> Cpu {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Cpu { threads }
+        Cpu { width: None }
     }
 
-    /// A backend using `threads` threads (at least one). The result does not depend on it.
+    /// A backend that splits each call's work for `threads` threads (0 counts as 1) of the
+    /// current rayon pool. It creates no thread and no pool: `with_threads(1)` runs every
+    /// call on the caller's thread, and a width past the pool's size only cuts the input
+    /// into more pieces (each at least 16 384 positions long, however large `threads` is).
+    /// To run on a pool of a given size, install one around the call. The result does not
+    /// depend on any of it.
     ///
     /// ```
     /// let one = cufold::Cpu::with_threads(1);
-    /// let many = cufold::Cpu::with_threads(8);
+    /// let many = cufold::Cpu::with_threads(usize::MAX);
     /// let x: Vec<f32> = (0..100_000).map(|i| (i as f32).sin()).collect();
     /// let (a, b) = (one.reduce(&x, cufold::ops::Sum)?, many.reduce(&x, cufold::ops::Sum)?);
     /// assert_eq!(a.to_bits(), b.to_bits());
+    /// // Four threads of a private pool:
+    /// let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+    /// let c = pool.install(|| cufold::Cpu::new().reduce(&x, cufold::ops::Sum))?;
+    /// assert_eq!(a.to_bits(), c.to_bits());
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn with_threads(threads: usize) -> Cpu {
         Cpu {
-            threads: threads.max(1),
+            width: NonZeroUsize::new(threads.max(1)),
         }
     }
 
-    /// The number of threads used.
+    /// The number of threads a call's work is split for: the width given to
+    /// [`with_threads`](Cpu::with_threads), or the current rayon pool's thread count.
     ///
     /// ```
     /// assert_eq!(cufold::Cpu::with_threads(3).threads(), 3);
+    /// assert_eq!(cufold::Cpu::with_threads(0).threads(), 1);
     /// ```
     pub fn threads(&self) -> usize {
-        self.threads
+        self.width
+            .map_or_else(rayon::current_num_threads, NonZeroUsize::get)
     }
 
-    /// The trees over the first `count` chunks of `chunk` positions of `leaves` (`chunk` a
-    /// power of two; the last chunk may be cut by the end), in chunk order, computed on up
-    /// to `threads` threads.
-    pub(crate) fn subtrees<T: DeviceValue, O: Operator<T>, L: Leaves<T, O> + ?Sized>(
-        &self,
-        op: &O,
-        x: &L,
-        chunk: usize,
-        count: usize,
-    ) -> Vec<O::Acc> {
-        let next = AtomicUsize::new(0);
-        let parts: Mutex<Vec<Option<O::Acc>>> = Mutex::new(vec![None; count]);
-        let workers = self.threads.min(count);
-        let work = || {
-            let mut buf = Vec::with_capacity(crate::tree::LEAF);
-            loop {
-                let c = next.fetch_add(1, Ordering::Relaxed);
-                if c >= count {
-                    break;
-                }
-                let t = subtree(op, x, c * chunk, chunk, &mut buf);
-                parts.lock().unwrap()[c] = Some(t);
-            }
-        };
-        if workers <= 1 {
-            work();
-        } else {
-            std::thread::scope(|s| {
-                for _ in 0..workers {
-                    s.spawn(work);
-                }
-            });
-        }
-        parts
-            .into_inner()
-            .unwrap()
-            .into_iter()
-            .map(|t| t.expect("every chunk reduced"))
-            .collect()
+    /// Whether `n` items of work are worth splitting.
+    pub(crate) fn parallel(&self, n: usize) -> bool {
+        n >= PARALLEL_MIN && self.threads() > 1
+    }
+
+    /// The power-of-two span of positions a thread reduces alone, out of `p`: about four
+    /// pieces per thread, none shorter than `MIN_GRAIN`.
+    fn grain(&self, p: usize) -> usize {
+        (p / self.threads().saturating_mul(4))
+            .max(MIN_GRAIN)
+            .next_power_of_two()
     }
 
     /// The canonical tree over `leaves`, before `finish` (the identity when there are none):
-    /// chunks that are subtrees of the canonical tree on all threads, then the tree over
-    /// their results.
+    /// the tree's upper levels split by `rayon::join`, the subtrees below the grain
+    /// sequential. Every split is a split of the canonical tree, so the bits do not depend
+    /// on where the splits stop.
     pub(crate) fn tree<T: DeviceValue, O: Operator<T>, L: Leaves<T, O> + ?Sized>(
         &self,
         op: &O,
@@ -122,35 +126,44 @@ impl Cpu {
             return op.identity();
         }
         let p = n.next_power_of_two();
-        // A power of two, so that every chunk is a subtree of the canonical tree.
-        let chunk = 1usize << (p / (self.threads * 4)).max(crate::tree::LEAF).ilog2();
-        if self.threads == 1 || p <= chunk {
+        if !self.parallel(n) {
             return subtree(op, leaves, 0, p, &mut Vec::new());
         }
-        let mut parts = self.subtrees(op, leaves, chunk, n.div_ceil(chunk));
-        crate::tree::fold_levels(op, &mut parts, p / chunk)
+        par_subtree(op, leaves, 0, p, self.grain(p))
     }
 
-    /// Runs `f` on every work item, on up to `threads` threads (one per item at most; a
-    /// single item, or a single thread, runs on the caller's thread: no thread is started).
+    /// Runs `f` on every work item, on the current pool's threads (a single item, or a
+    /// width of one, runs on the caller's thread).
     pub(crate) fn run_chunks<W: Send>(&self, work: impl Iterator<Item = W>, f: impl Fn(W) + Sync) {
         let items = work.collect::<Vec<_>>();
-        let workers = self.threads.min(items.len());
-        if workers <= 1 {
+        if items.len() <= 1 || self.threads() == 1 {
             items.into_iter().for_each(f);
             return;
         }
-        let queue = Mutex::new(items.into_iter());
-        std::thread::scope(|s| {
-            for _ in 0..workers {
-                s.spawn(|| loop {
-                    let item = queue.lock().unwrap().next();
-                    match item {
-                        Some(w) => f(w),
-                        None => break,
-                    }
-                });
-            }
-        });
+        items.into_par_iter().with_max_len(1).for_each(&f);
     }
+}
+
+/// The tree over positions `lo..lo + len` (as `subtree`), split in halves on the pool down
+/// to spans of `grain`.
+fn par_subtree<T: DeviceValue, O: Operator<T>, L: Leaves<T, O> + ?Sized>(
+    op: &O,
+    leaves: &L,
+    lo: usize,
+    len: usize,
+    grain: usize,
+) -> O::Acc {
+    if len <= grain {
+        return subtree(op, leaves, lo, len, &mut Vec::new());
+    }
+    let half = len / 2;
+    if lo + half >= leaves.len() {
+        // No position in the right half: the left half with the identity, as `subtree`.
+        return op.combine(par_subtree(op, leaves, lo, half, grain), op.identity());
+    }
+    let (left, right) = rayon::join(
+        || par_subtree(op, leaves, lo, half, grain),
+        || par_subtree(op, leaves, lo + half, half, grain),
+    );
+    op.combine(left, right)
 }

@@ -210,6 +210,8 @@ pub enum Law {
     /// `combine(a, b) == combine(b, a)`, checked only for operators that claim it
     /// ([`Operator::COMMUTATIVE`]).
     Commutativity,
+    /// Not a law of the operator: [`check`] was given no sample, so it checked nothing.
+    NoSamples,
 }
 
 impl fmt::Display for Law {
@@ -219,6 +221,7 @@ impl fmt::Display for Law {
             Law::RightIdentity => "right identity",
             Law::Associativity => "associativity",
             Law::Commutativity => "commutativity",
+            Law::NoSamples => "a non-empty sample",
         })
     }
 }
@@ -291,7 +294,8 @@ const DRAWN: usize = 50_000;
 /// pair (past 300 samples: consecutive and drawn pairs) `combine(a, b) == combine(b, a)`.
 /// Accumulators are compared with [`Approx`] under `tol`; an operator that claims to be
 /// [order-free](Operator::ORDER_FREE) is held to every law, commutativity included, under
-/// [`Tolerance::Bits`]. Returns the first counterexample.
+/// [`Tolerance::Bits`]. Returns the first counterexample, or, for an empty `samples`, an
+/// error of [`Law::NoSamples`] (no law can be checked on no value).
 ///
 /// Choose samples that exercise the operator's branches (ties, NaN, infinities, the
 /// identity's own value) and, for floats, either exact data with [`Tolerance::Exact`] or a
@@ -304,6 +308,9 @@ const DRAWN: usize = 50_000;
 /// check(cufold::ops::ArgMax, &xs, Tolerance::Exact)?;
 /// let noisy: Vec<f64> = (1..50).map(|i| 1.0 / i as f64).collect();
 /// check(cufold::ops::Sum, &noisy, Tolerance::Relative(1e-15))?;
+/// let none: &[f32] = &[];
+/// let e = check(cufold::ops::Sum, none, Tolerance::Exact).unwrap_err();
+/// assert_eq!(e.law(), cufold::laws::Law::NoSamples);
 /// # Ok::<(), cufold::laws::LawViolation>(())
 /// ```
 pub fn check<In: DeviceValue, O: Operator<In>>(
@@ -314,6 +321,17 @@ pub fn check<In: DeviceValue, O: Operator<In>>(
 where
     O::Acc: Approx,
 {
+    if samples.is_empty() {
+        // Every law would hold vacuously: say that nothing was checked.
+        return Err(LawViolation {
+            law: Law::NoSamples,
+            samples: Vec::new(),
+            message: format!(
+                "no samples: nothing about {} was checked (give at least one value)",
+                O::NAME
+            ),
+        });
+    }
     let acc: Vec<O::Acc> = samples
         .iter()
         .enumerate()

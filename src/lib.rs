@@ -16,8 +16,9 @@
 //! # Ok::<(), cufold::Error>(())
 //! ```
 //!
-//! Without a GPU, [`Cpu`] runs the same operators along the same tree, and [`Backend::auto`]
-//! picks the GPU when one is usable:
+//! Without a GPU, [`Cpu`] runs the same reductions, scans, segmented reductions and scans and
+//! Monte Carlo integrations along the same tree and grouping, on the caller's rayon pool, and
+//! [`Backend::auto`] picks the GPU when one is usable:
 //!
 //! ```
 //! let backend = cufold::Backend::auto(); // never panics; falls back to the CPU

@@ -21,6 +21,13 @@ pub(crate) trait Leaves<T: DeviceValue, O: Operator<T>>: Sync {
     fn len(&self) -> usize;
     /// Appends the accumulators of positions `lo..hi` to `out`.
     fn fill(&self, op: &O, lo: usize, hi: usize, out: &mut Vec<O::Acc>);
+    /// The tree over positions `lo..lo + len`, all present (`len` a power of two, at most
+    /// [`LEAF`]): [`fold_full`] of their accumulators. `buf` is scratch.
+    fn full_tree(&self, op: &O, lo: usize, len: usize, buf: &mut Vec<O::Acc>) -> O::Acc {
+        buf.clear();
+        self.fill(op, lo, lo + len, buf);
+        fold_full(op, buf)
+    }
 }
 
 /// The leaves of a slice: `lift(x[i], i)`.
@@ -38,6 +45,115 @@ impl<T: DeviceValue, O: Operator<T>> Leaves<T, O> for Lifted<'_, T> {
                 .map(|(i, &v)| op.lift(v, (lo + i) as u64)),
         );
     }
+    fn full_tree(&self, op: &O, lo: usize, len: usize, buf: &mut Vec<O::Acc>) -> O::Acc {
+        // Lifted straight into the blocks of `fold_full`, not through `buf`.
+        let x = &self.0[lo..lo + len];
+        if O::ORDER_FREE {
+            return fold_lanes(op, x, lo as u64);
+        }
+        if len < BLOCK {
+            buf.clear();
+            self.fill(op, lo, lo + len, buf);
+            return fold_full(op, buf);
+        }
+        buf.clear();
+        buf.extend(x.chunks_exact(BLOCK).enumerate().map(|(b, xs)| {
+            let first = (lo + b * BLOCK) as u64;
+            fold_block(
+                op,
+                std::array::from_fn(|k| op.lift(xs[k], first + k as u64)),
+            )
+        }));
+        fold_full(op, buf)
+    }
+}
+
+/// Positions folded as one fixed-size array by [`fold_block`].
+const BLOCK: usize = 64;
+
+/// The tree over a full block of [`BLOCK`] accumulators, level by level on arrays of fixed
+/// size (straight-line code the compiler schedules freely): the canonical tree's grouping,
+/// every node joining two full, equal subtrees (`combine_full`).
+#[inline(always)]
+fn fold_block<T: DeviceValue, O: Operator<T>>(op: &O, a: [O::Acc; BLOCK]) -> O::Acc {
+    let a: [O::Acc; 32] = level(op, &a);
+    let a: [O::Acc; 16] = level(op, &a);
+    let a: [O::Acc; 8] = level(op, &a);
+    let a: [O::Acc; 4] = level(op, &a);
+    let a: [O::Acc; 2] = level(op, &a);
+    op.combine_full(a[0], a[1])
+}
+
+/// One level of a full tree: `H = N / 2` parents of neighbours.
+#[inline(always)]
+fn level<T: DeviceValue, O: Operator<T>, const N: usize, const H: usize>(
+    op: &O,
+    a: &[O::Acc; N],
+) -> [O::Acc; H] {
+    let mut out = [a[0]; H];
+    for i in 0..H {
+        out[i] = op.combine_full(a[2 * i], a[2 * i + 1]);
+    }
+    out
+}
+
+/// An order-free operator's result over `xs` (non-empty; positions from `first`): eight
+/// independent runs, position `8k + j` in run `j`, joined at the end. Any grouping of an
+/// order-free operator's combines gives the canonical tree's bits
+/// ([`Operator::ORDER_FREE`]), so this is the tree's result, without its dependencies.
+#[inline(always)]
+fn fold_lanes<T: DeviceValue, O: Operator<T>>(op: &O, xs: &[T], first: u64) -> O::Acc {
+    const L: usize = 8;
+    let mut it = xs.chunks_exact(L);
+    let mut acc: [O::Acc; L] = std::array::from_fn(|_| op.identity());
+    let mut i = first;
+    for c in &mut it {
+        for j in 0..L {
+            acc[j] = op.combine(acc[j], op.lift(c[j], i + j as u64));
+        }
+        i += L as u64;
+    }
+    for (j, &v) in it.remainder().iter().enumerate() {
+        acc[j] = op.combine(acc[j], op.lift(v, i + j as u64));
+    }
+    let a: [O::Acc; 4] = std::array::from_fn(|j| op.combine(acc[2 * j], acc[2 * j + 1]));
+    op.combine(op.combine(a[0], a[1]), op.combine(a[2], a[3]))
+}
+
+/// The tree over `xs` (a power-of-two count, all present, as [`fold_full`]), leaving `xs`
+/// as it is.
+pub(crate) fn tree_of_full<T: DeviceValue, O: Operator<T>>(op: &O, xs: &[O::Acc]) -> O::Acc {
+    if xs.len() < BLOCK {
+        return fold_full(op, &mut xs.to_vec());
+    }
+    let mut tops: Vec<O::Acc> = xs
+        .chunks_exact(BLOCK)
+        .map(|b| fold_block(op, b.try_into().expect("a full block")))
+        .collect();
+    fold_full(op, &mut tops)
+}
+
+/// The tree over `buf` (a power-of-two count, at least one, every position present: each
+/// node joins two full subtrees of equal size, `combine_full`). Consumes `buf`'s contents.
+pub(crate) fn fold_full<T: DeviceValue, O: Operator<T>>(op: &O, buf: &mut [O::Acc]) -> O::Acc {
+    debug_assert!(buf.len().is_power_of_two());
+    let mut len = buf.len();
+    if len >= BLOCK {
+        for b in 0..len / BLOCK {
+            let block: [O::Acc; BLOCK] = buf[b * BLOCK..(b + 1) * BLOCK]
+                .try_into()
+                .expect("a full block");
+            buf[b] = fold_block(op, block);
+        }
+        len /= BLOCK;
+    }
+    while len > 1 {
+        for i in 0..len / 2 {
+            buf[i] = op.combine_full(buf[2 * i], buf[2 * i + 1]);
+        }
+        len /= 2;
+    }
+    buf[0]
 }
 
 /// The tree over positions `lo..lo + len` (`len` a power of two, `lo < leaves.len()`).
@@ -50,6 +166,9 @@ pub(crate) fn subtree<T: DeviceValue, O: Operator<T>, L: Leaves<T, O> + ?Sized>(
 ) -> O::Acc {
     let n = leaves.len();
     if len <= LEAF {
+        if lo + len <= n {
+            return leaves.full_tree(op, lo, len, buf);
+        }
         let end = n.min(lo + len);
         buf.clear();
         leaves.fill(op, lo, end, buf);

@@ -425,18 +425,34 @@ fn empty_inputs_return_the_documented_value_or_an_error() {
     assert_eq!((i.m00, i.m01, i.m10, i.m11), (1.0, 0.0, 0.0, 1.0));
 }
 
+/// Opening a GPU never panics. Where there is certainly no CUDA (CI, which `.ci/run` marks
+/// with `CUFOLD_CI`), it must be a [`ErrorKind::NoCuda`] error and `Backend::auto` the CPU:
+/// a regression to calling cudarc without probing (which panics without `libcuda`) or to
+/// reporting a usable device fails here. Elsewhere either answer is allowed, and
+/// `a_cuda_device_opens` (ignored without a device) checks the other side.
 #[test]
 fn no_cuda_is_an_error_never_a_panic() {
-    // On a machine without CUDA (CI) this checks the error; with one, that it opens.
-    match cufold::Gpu::open(0) {
-        Ok(gpu) => assert!(!gpu.device_name().is_empty()),
-        Err(e) => {
-            assert_eq!(e.kind(), ErrorKind::NoCuda);
-            assert!(!e.to_string().is_empty());
-        }
-    }
+    let opened = cufold::Gpu::open(0);
     let b = cufold::Backend::auto();
+    if std::env::var_os("CUFOLD_CI").is_some() {
+        let e = opened.expect_err("CI has no CUDA: Gpu::open must return an Error");
+        assert_eq!(e.kind(), ErrorKind::NoCuda, "{e}");
+        assert!(!e.to_string().is_empty());
+        assert!(matches!(b, cufold::Backend::Cpu(_)), "{}", b.describe());
+    } else if let Err(e) = opened {
+        assert!(!e.to_string().is_empty());
+        assert!(matches!(b, cufold::Backend::Cpu(_)), "{}", b.describe());
+    }
     assert_eq!(b.reduce(&[1.0f64, 3.0], Mean).unwrap(), 2.0);
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn a_cuda_device_opens() {
+    let gpu = cufold::Gpu::open(0).expect("a CUDA device");
+    assert!(!gpu.device_name().is_empty());
+    let b = cufold::Backend::auto();
+    assert!(matches!(b, cufold::Backend::Gpu(_)), "{}", b.describe());
 }
 
 #[test]
@@ -469,4 +485,17 @@ fn cuda_names_match_the_kernel_templates() {
     // Layouts match the C++ structs (checked on the device by the GPU tests too).
     assert_eq!(std::mem::size_of::<Indexed<f16>>(), 16);
     assert_eq!(std::mem::size_of::<MeanVarValue>(), 24);
+}
+
+/// `laws::check` on no samples checks nothing, and says so instead of passing.
+#[test]
+fn laws_on_an_empty_sample_are_an_error() {
+    use cufold::laws::{check, Law, Tolerance};
+    let e = check(Sum, &[] as &[f32], Tolerance::Exact).unwrap_err();
+    assert_eq!(e.law(), Law::NoSamples);
+    assert!(
+        e.to_string().contains("nothing about Sum was checked"),
+        "{e}"
+    );
+    check(Sum, &[1.0f32], Tolerance::Exact).unwrap();
 }

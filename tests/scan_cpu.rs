@@ -189,6 +189,13 @@ fn every_operator_scans_to_its_prefixes() {
         assert!((mean[i] - exact).abs() < 1e-12, "mean at {i}");
         assert_eq!(mv[i].count, (i + 1) as f64);
         assert!((mv[i].mean - exact).abs() < 1e-12);
+        // m2: the sum of squared deviations, two-pass in f64.
+        let m2: f64 = head.iter().map(|&v| (v - exact) * (v - exact)).sum();
+        assert!(
+            (mv[i].m2 - m2).abs() <= 1e-12 * m2.max(1.0),
+            "m2 at {i}: {} vs {m2}",
+            mv[i].m2
+        );
         if i > 0 {
             assert_eq!(mm[i].max, max[i - 1]);
             assert_eq!(mm[i].min, min[i - 1]);
@@ -253,8 +260,10 @@ fn in_place_and_into_agree_and_check_lengths() {
         .scan_into(&[1f32, 2.0, 3.0], &mut short, Sum, ScanKind::Inclusive)
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LengthMismatch);
+    // The message says which length is which (not only the two numbers somewhere).
     assert!(
-        e.to_string().contains("3") && e.to_string().contains("2"),
+        e.to_string()
+            .contains("the input has 3 elements but the output 2"),
         "{e}"
     );
 }

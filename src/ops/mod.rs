@@ -142,6 +142,25 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     fn lift(&self, x: In, index: u64) -> Self::Acc;
     /// Combines two adjacent accumulators, `a` covering lower indices than `b`.
     fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    /// `combine` where `a` and `b` are the trees of two sibling subtrees of equal size whose
+    /// positions are all present (the inside of a full block of the canonical tree): it must
+    /// return `combine(a, b)`'s bits, and may skip the checks that only other nodes need
+    /// (empty sides, unequal counts). The default is `combine`. The CPU backend uses it for
+    /// full leaf blocks, the GPU (`combine_full` of the C++ half, where present) inside full
+    /// tiles.
+    ///
+    /// ```
+    /// use cufold::ops::{MeanVar, MeanVarValue, Operator};
+    /// let a = MeanVarValue { count: 2.0, mean: 1.0, m2: 0.5 };
+    /// let b = MeanVarValue { count: 2.0, mean: 3.0, m2: 0.5 };
+    /// let full = <MeanVar as Operator<f32>>::combine_full(&MeanVar, a, b);
+    /// let plain = <MeanVar as Operator<f32>>::combine(&MeanVar, a, b);
+    /// assert_eq!(full, plain);
+    /// ```
+    #[inline(always)]
+    fn combine_full(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc {
+        self.combine(a, b)
+    }
     /// The output for the accumulator of all `n` elements.
     fn finish(&self, acc: Self::Acc, n: u64) -> Self::Out;
     /// The CUDA half.

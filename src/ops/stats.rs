@@ -185,6 +185,29 @@ impl<T: Element> Operator<T> for MeanVar {
             m2,
         }
     }
+    /// `combine` for two non-empty nodes of equal count: the same bits without the
+    /// division and the empty-side checks, both cases of `d` computed and one selected
+    /// (straight-line code, so that neighbouring combines share vector registers). The CUDA
+    /// half's `combine_full` is the same function.
+    #[inline(always)]
+    fn combine_full(&self, a: MeanVarValue, b: MeanVarValue) -> MeanVarValue {
+        let d = b.mean - a.mean;
+        let m2 = a.m2 + b.m2 + d * d * (a.count * 0.5);
+        let (mean, m2) = if d.is_finite() {
+            (a.mean + d * 0.5, m2)
+        } else {
+            let both_finite = a.mean.is_finite() && b.mean.is_finite();
+            (
+                a.mean * 0.5 + b.mean * 0.5,
+                if both_finite { m2 } else { f64::NAN },
+            )
+        };
+        MeanVarValue {
+            count: a.count + b.count,
+            mean,
+            m2,
+        }
+    }
     fn finish(&self, acc: MeanVarValue, _: u64) -> MeanVarValue {
         acc
     }

@@ -166,8 +166,8 @@ impl Cpu {
                 format!("{} x {} outputs do not fit in memory", rows.rows, rows.cols),
             )
         })?;
-        // SAFETY: DeviceValue types are valid as all-zero bits; every element is overwritten.
-        let mut out = vec![unsafe { std::mem::zeroed::<O::Out>() }; len];
+        // Every element is overwritten.
+        let mut out = crate::scan::cpu::zeroed_vec(len);
         let lo = |r: usize| r * rows.stride;
         self.scan_segments_with(&op, kind, x, &mut out, rows.rows, |r| {
             (lo(r), r * rows.cols, rows.cols)
@@ -232,7 +232,7 @@ impl Cpu {
                 None,
                 None,
                 kind,
-                |i| xs[i],
+                |i| op.lift(xs[i], i as u64),
                 |i, v| ys[i] = v,
             )
         };
