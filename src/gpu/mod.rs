@@ -83,6 +83,7 @@ fn probe_libraries() -> Result<()> {
 /// ```
 /// let s = cufold::gpu::KernelStats::default();
 /// assert_eq!(s.compiled + s.from_disk + s.from_memory, 0);
+/// assert!(s.rejected_from_disk <= s.compiled);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelStats {
@@ -92,6 +93,10 @@ pub struct KernelStats {
     pub from_disk: u64,
     /// Kernels found in the memory cache (compiled or loaded earlier in this process).
     pub from_memory: u64,
+    /// Of the kernels compiled, those whose disk-cache file was there but was not exactly
+    /// what was written for the kernel (corrupt, truncated, swapped with another, written
+    /// for another architecture or NVRTC version): never loaded, compiled and replaced.
+    pub rejected_from_disk: u64,
 }
 
 pub(crate) struct Inner {
@@ -281,7 +286,10 @@ impl Gpu {
         )?;
         let mut stats = inner.stats.lock().unwrap();
         match origin {
-            cache::Origin::Compiled => stats.compiled += 1,
+            cache::Origin::Compiled { rejected } => {
+                stats.compiled += 1;
+                stats.rejected_from_disk += rejected as u64;
+            }
             cache::Origin::Disk => stats.from_disk += 1,
             cache::Origin::Memory => stats.from_memory += 1,
         }
