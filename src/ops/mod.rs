@@ -128,8 +128,20 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     /// Whether an empty input is an error ([`ErrorKind::EmptyInput`](crate::ErrorKind))
     /// rather than `finish(identity, 0)`.
     const EMPTY_IS_ERROR: bool;
-    /// A short name for messages.
+    /// A short name for messages (see [`Operator::name`]).
     const NAME: &'static str;
+    /// The name messages use: [`NAME`](Operator::NAME), unless the operator is made of
+    /// others and says which ([`Mapped`]: `"Mapped<Square, Sum>"`, from its map's type and
+    /// its operator's name). Called only to build messages.
+    ///
+    /// ```
+    /// use cufold::ops::{Identity, Mapped, Operator, Sum};
+    /// assert_eq!(<Sum as Operator<f32>>::name(), "Sum");
+    /// assert_eq!(<Mapped<Identity, Sum> as Operator<f32>>::name(), "Mapped<Identity, Sum>");
+    /// ```
+    fn name() -> String {
+        Self::NAME.to_string()
+    }
     /// Whether prefixes of this operator mean something, so that it may be scanned (true
     /// unless `combine` is associative only on the balanced tree, as [`Div2Mean`]'s is).
     /// Scanning an operator that says false is an [`ErrorKind::InvalidConfig`](crate::ErrorKind)
@@ -157,6 +169,24 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     fn params(&self) -> OpParams {
         OpParams::none()
     }
+}
+
+/// A type's name without its module paths (`a::B<c::D>` is `B<D>`), for messages.
+pub(crate) fn short_type_name<T: ?Sized>() -> String {
+    let full = std::any::type_name::<T>();
+    let mut out = String::with_capacity(full.len());
+    let mut word = String::new();
+    for c in full.chars() {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            word.push(c);
+        } else {
+            out.push_str(word.rsplit("::").next().unwrap_or(""));
+            word.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(word.rsplit("::").next().unwrap_or(""));
+    out
 }
 
 /// NaN-propagating minimum, order-free: the lesser under [`Element::min_key`]'s total order

@@ -196,7 +196,7 @@ pub struct Reducer<T: DeviceValue, O: Operator<T>> {
 impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reducer")
-            .field("op", &O::NAME)
+            .field("op", &O::name())
             .field("input", &T::cuda_name())
             .field("shape", &self.shape)
             .field("gpu", &self.gpu)
@@ -214,7 +214,7 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
         let mut r = Reducer {
             gpu,
             op,
-            params: ParamBlob::new(&params, O::NAME)?,
+            params: ParamBlob::new(&params, O::name)?,
             param_bytes: params.bytes().len(),
             shape,
             vector: None,
@@ -252,7 +252,7 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_op(&self, op: O) -> Result<Self> {
-        let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::NAME)?;
+        let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::name)?;
         Ok(Reducer {
             gpu: self.gpu.clone(),
             op,

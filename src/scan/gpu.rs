@@ -121,7 +121,7 @@ pub struct Scanner<T: DeviceValue, O: Operator<T>> {
 impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Scanner<T, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scanner")
-            .field("op", &O::NAME)
+            .field("op", &O::name())
             .field("input", &T::cuda_name())
             .field("shape", &self.shape)
             .field("gpu", &self.gpu)
@@ -149,7 +149,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         Ok(Scanner {
             gpu,
             op,
-            params: ParamBlob::new(&params, O::NAME)?,
+            params: ParamBlob::new(&params, O::name)?,
             param_bytes,
             shape,
             function,
@@ -170,7 +170,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn with_op(&self, op: O) -> Result<Self> {
-        let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::NAME)?;
+        let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::name)?;
         Ok(Scanner {
             gpu: self.gpu.clone(),
             op,

@@ -106,7 +106,7 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
 impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentReducer<T, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SegmentReducer")
-            .field("op", &O::NAME)
+            .field("op", &O::name())
             .field("input", &T::cuda_name())
             .field("config", &self.config)
             .field("gpu", &self.gpu)
@@ -125,7 +125,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         Ok(SegmentReducer {
             gpu,
             op,
-            params: ParamBlob::new(&params, O::NAME)?,
+            params: ParamBlob::new(&params, O::name)?,
             param_bytes: params.bytes().len(),
             config,
             shape,
