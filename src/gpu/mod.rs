@@ -19,6 +19,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::ops::CudaOp;
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// What the launch planners need to know about the device.
@@ -107,6 +109,8 @@ pub(crate) struct Inner {
     opts: GpuOptions,
     pub(crate) scratch: Mutex<scratch::Arena>,
     stats: Mutex<KernelStats>,
+    /// What the convenient forms keep per operator type ([`Gpu::memo`]).
+    memo: Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
 }
 
 /// A handle for running cufold on a CUDA stream: the caller's stream, the caller's buffers.
@@ -186,6 +190,7 @@ impl Gpu {
                 opts,
                 scratch: Mutex::new(scratch::Arena::default()),
                 stats: Mutex::new(KernelStats::default()),
+                memo: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -309,6 +314,30 @@ impl Gpu {
     /// ```
     pub fn kernel_stats(&self) -> KernelStats {
         *self.inner.stats.lock().unwrap()
+    }
+
+    /// The value of type `V` this handle keeps, made by `make` the first time (a failure is
+    /// not kept): what the convenient forms (`Gpu::reduce`, `Gpu::scan`) keep per operator
+    /// type, so that a call costs a map look-up instead of a kernel look-up. `V` must not
+    /// hold the handle (it would keep itself alive).
+    pub(crate) fn memo<V: Clone + Send + Sync + 'static>(
+        &self,
+        make: impl FnOnce() -> Result<V>,
+    ) -> Result<V> {
+        let id = TypeId::of::<V>();
+        if let Some(v) = self.inner.memo.lock().unwrap().get(&id) {
+            return Ok(v
+                .downcast_ref::<V>()
+                .expect("memo entries have their key's type")
+                .clone());
+        }
+        let v = make()?;
+        self.inner
+            .memo
+            .lock()
+            .unwrap()
+            .insert(id, Box::new(v.clone()));
+        Ok(v)
     }
 
     /// A zeroed device buffer of `len` values on the handle's stream.

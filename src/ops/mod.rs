@@ -28,8 +28,15 @@
 //! propagate NaN as NumPy and PyTorch do: if any input is NaN the result is NaN (for the
 //! arg- operators, the index of the first NaN). `Min` and `Max` order `-0.0` below `0.0`, as
 //! IEEE 754-2019's `minimum` and `maximum` do: `Max` of `[-0.0, 0.0]` and of `[0.0, -0.0]` is
-//! `0.0`, `Min` of either is `-0.0` (NumPy and PyTorch return whichever zero comes second,
-//! which depends on the order of combination). `ArgMin` and `ArgMax` treat the two zeros as
+//! `0.0`, `Min` of either is `-0.0`, whatever the order. This is a choice, kept on purpose:
+//! NumPy and PyTorch return one of the two zeros by position, not by sign, and not the same
+//! one everywhere (measured with NumPy 2.5.2 and PyTorch 2.11 on an H200: NumPy's `max` and
+//! `min` return the later zero, as do PyTorch's on CUDA and on short CPU inputs, but
+//! PyTorch's CPU reductions of 2^21 elements return the earlier one, and its CPU
+//! `maximum(a, b)` returns `a`). Following them would make the result depend on the order of
+//! combination, which the canonical tree fixes only for operators that need it; the sign
+//! rule makes `Max` and `Min` order-free, so the GPU may use any schedule and still return
+//! the CPU's bits. `ArgMin` and `ArgMax` treat the two zeros as
 //! equal and report the lowest index. Over several different NaNs (payloads or signs, rare in
 //! practice) `Max` returns the greatest under a total order of the bit patterns that puts
 //! every NaN above `+inf` (negative NaNs above positive ones) and `Min` the least under one

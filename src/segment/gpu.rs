@@ -314,7 +314,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let plain = chunks as usize * std::mem::size_of::<O::Acc>();
         let stream = &self.gpu.inner.stream;
         let mut arena = self.gpu.inner.scratch.lock().unwrap();
-        arena.with_lease(stream, 0, plain, 0, |lease| {
+        arena.with_lease(stream, 0, plain, |lease| {
             let (stride, chunk_log32) = (rows.stride as u64, chunk_log);
             let mut a = stream.launch_builder(chunk_fn);
             a.arg(&x_ptr)
