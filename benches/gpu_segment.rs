@@ -34,6 +34,8 @@ enum Shape {
 }
 
 /// The lengths the issue names, from a fixed seed (the peers script draws the same ones).
+/// splitmix64 here, not rand: scripts/segment_peers.py must draw the very same lengths in
+/// NumPy, and splitmix is four lines in either language.
 fn shape(name: &str) -> Shape {
     let mut state = 0x5eed_u64;
     let mut next = move || {

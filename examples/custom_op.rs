@@ -11,6 +11,9 @@
 //! `cargo run --release --example custom_op [-- --quick]` (`--quick`: 10^6 values).
 //! Without a GPU it runs on the CPU backend (the same tree, the same code) and says so.
 
+#[path = "../benches/common/mod.rs"]
+mod common;
+
 use cufold::laws::{self, Tolerance};
 use cufold::{Backend, ScanKind};
 use std::time::Instant;
@@ -76,31 +79,9 @@ fn compose(f: Affine, g: Affine) -> Affine {
 
 // ---- data ------------------------------------------------------------------------------
 
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e3779b97f4a7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-    z ^ (z >> 31)
-}
-
 /// `n` values of `f(u)` for u uniform in [0, 1), generated on all cores.
 fn generate<T: Send + Default + Clone>(n: usize, seed: u64, f: impl Fn(f64) -> T + Sync) -> Vec<T> {
-    let mut v = vec![T::default(); n];
-    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-    let chunk = n.div_ceil(threads).max(1);
-    std::thread::scope(|s| {
-        for (c, part) in v.chunks_mut(chunk).enumerate() {
-            let f = &f;
-            s.spawn(move || {
-                let mut st = seed ^ (c as u64 + 1).wrapping_mul(0xd1b54a32d192ed03);
-                for x in part {
-                    *x = f((splitmix(&mut st) >> 11) as f64 / (1u64 << 53) as f64);
-                }
-            });
-        }
-    });
-    v
+    common::fill(n, seed, T::default(), |rng| f(common::unit(rng)))
 }
 
 /// log-sum-exp in f64, with a compensated sum: the reference.
@@ -127,6 +108,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let n = if quick { 1_000_000 } else { 100_000_000 };
     // Values in [-40, 10): exp() of them spans 35 orders of magnitude.
+    println!("data: seed 42 (values), seed 7 (maps), rand's ChaCha8 streams");
     let x = generate(n, 42, |u| (u * 50.0 - 40.0) as f32);
     let t = Instant::now();
     let got = backend.reduce(&x, LogSumExp)?;

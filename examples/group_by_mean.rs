@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Sensor ids in increasing order, each with a burst of readings whose length is drawn
     // from a heavy tail (1 to ~50 000), around the sensor's own level.
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let (mut keys, mut x) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let mut sensor = 0u32;
     while keys.len() < n {

@@ -1,12 +1,16 @@
 //! Prints the CUDA source cufold generates for a built-in operator, and with `--cubin FILE`
 //! compiles it with NVRTC (no GPU needed) and writes the CUBIN, for `cuobjdump` or `nvdisasm`.
+//! With no arguments, the scan of f32 sums.
 //!
 //! ```text
-//! cargo run --example kernel_source -- scan|reduce sum|max|argmax|mean|affine f32|f64|i32
-//!     [--algo warp|blelloch|hillis] [--block N] [--bytes N] [--staging 0|1] [--arch sm_90]
-//!     [--cubin FILE]
+//! cargo run --example kernel_source -- [scan|reduce] [sum|max|argmax|mean|affine] [f32|f64|i32]
+//!     [--algo warp|blelloch|hillis] [--block N] [--bytes N] [--staging true|false]
+//!     [--arch sm_90] [--cubin FILE]
 //! ```
+//!
+//! Every operator takes every type, except `affine` (maps of f32 or f64).
 
+use clap::{Parser, ValueEnum};
 use cufold::ops::{Affine, ArgMax, Compose, CudaOp, Max, Mean, Operator, Sum};
 use cufold::reduce::ReduceShape;
 use cufold::scan::{ScanShape, TypeSizes};
@@ -14,76 +18,127 @@ use cufold::{DeviceValue, ScanAlgorithm};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Kernel {
+    Scan,
+    Reduce,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Op {
+    Sum,
+    Max,
+    Argmax,
+    Mean,
+    Affine,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Type {
+    F32,
+    F64,
+    I32,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Algo {
+    Warp,
+    Blelloch,
+    Hillis,
+}
+
+/// Prints (or compiles) the CUDA source of a built-in operator's scan or reduction kernel.
+#[derive(Parser, Debug)]
+#[command(name = "kernel_source")]
+struct Args {
+    /// Which kernel.
+    #[arg(value_enum, default_value = "scan")]
+    kernel: Kernel,
+    /// The operator.
+    #[arg(value_enum, default_value = "sum")]
+    op: Op,
+    /// The element type (`affine`: the maps' number type).
+    #[arg(value_enum, default_value = "f32")]
+    ty: Type,
+    /// The scan's block-level algorithm (default: the scanner's).
+    #[arg(long, value_enum)]
+    algo: Option<Algo>,
+    /// Threads per block (default: 256 for scans, 1024 for reductions).
+    #[arg(long)]
+    block: Option<u32>,
+    /// The scan's input bytes per thread.
+    #[arg(long, default_value_t = 128)]
+    bytes: usize,
+    /// The scan's staging through shared memory.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    staging: bool,
+    /// The architecture to compile for with --cubin.
+    #[arg(long, default_value = "sm_90")]
+    arch: String,
+    /// Compile with NVRTC and write the CUBIN here instead of printing the source.
+    #[arg(long)]
+    cubin: Option<std::path::PathBuf>,
+}
+
 /// The CUDA half of `op` over `T` and the sizes the planner needs.
 fn describe<T: DeviceValue, O: Operator<T>>(op: O) -> (CudaOp, TypeSizes) {
     (op.cuda(), TypeSizes::of::<T, O>())
 }
 
+/// The operator `op` over elements of type `T`.
+fn of_type<T: DeviceValue + cufold::Element + cufold::Widen>(op: Op) -> (CudaOp, TypeSizes) {
+    match op {
+        Op::Sum => describe::<T, _>(Sum),
+        Op::Max => describe::<T, _>(Max),
+        Op::Argmax => describe::<T, _>(ArgMax),
+        Op::Mean => describe::<T, _>(Mean),
+        Op::Affine => unreachable!("affine is dispatched on its own"),
+    }
+}
+
 fn main() -> Res<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: kernel_source scan|reduce sum|max|argmax|mean|affine f32|f64|i32 [--algo A] [--block N] [--bytes N] [--arch sm_XY] [--cubin FILE]";
-    if args.len() < 3 {
-        return Err(usage.into());
-    }
-    let (mut algo, mut block, mut bytes, mut staging) =
-        (ScanAlgorithm::default(), None, 128usize, true);
-    let (mut arch, mut cubin) = ("sm_90".to_string(), None);
-    let mut it = args[3..].iter();
-    while let Some(k) = it.next() {
-        let v = it.next().ok_or(usage)?;
-        match k.as_str() {
-            "--algo" => {
-                algo = match v.as_str() {
-                    "warp" => ScanAlgorithm::WarpShuffle,
-                    "blelloch" => ScanAlgorithm::Blelloch,
-                    "hillis" => ScanAlgorithm::HillisSteele,
-                    _ => return Err(usage.into()),
-                }
-            }
-            "--block" => block = Some(v.parse()?),
-            "--bytes" => bytes = v.parse()?,
-            "--staging" => staging = v != "0",
-            "--arch" => arch = v.clone(),
-            "--cubin" => cubin = Some(v.clone()),
-            _ => return Err(usage.into()),
-        }
-    }
-    let (op, sizes) = match (args[1].as_str(), args[2].as_str()) {
-        ("sum", "f32") => describe::<f32, _>(Sum),
-        ("sum", "f64") => describe::<f64, _>(Sum),
-        ("sum", "i32") => describe::<i32, _>(Sum),
-        ("max", "f32") => describe::<f32, _>(Max),
-        ("argmax", "f32") => describe::<f32, _>(ArgMax),
-        ("mean", "f32") => describe::<f32, _>(Mean),
-        ("affine", "f32") => describe::<Affine<f32>, _>(Compose),
-        ("affine", "f64") => describe::<Affine<f64>, _>(Compose),
-        _ => return Err(usage.into()),
+    let args = Args::parse();
+    let (op, sizes) = match (args.op, args.ty) {
+        (Op::Affine, Type::F32) => describe::<Affine<f32>, _>(Compose),
+        (Op::Affine, Type::F64) => describe::<Affine<f64>, _>(Compose),
+        (Op::Affine, Type::I32) => return Err("affine maps are of f32 or f64".into()),
+        (op, Type::F32) => of_type::<f32>(op),
+        (op, Type::F64) => of_type::<f64>(op),
+        (op, Type::I32) => of_type::<i32>(op),
     };
-    let (src, bin) = match args[0].as_str() {
-        "scan" => {
-            let shape = ScanShape::fitting(sizes, block.unwrap_or(256), bytes, algo, staging)?;
+    let (src, bin) = match args.kernel {
+        Kernel::Scan => {
+            let algo = match args.algo {
+                None => ScanAlgorithm::default(),
+                Some(Algo::Warp) => ScanAlgorithm::WarpShuffle,
+                Some(Algo::Blelloch) => ScanAlgorithm::Blelloch,
+                Some(Algo::Hillis) => ScanAlgorithm::HillisSteele,
+            };
+            let block = args.block.unwrap_or(256);
+            let shape = ScanShape::fitting(sizes, block, args.bytes, algo, args.staging)?;
             eprintln!("{shape:?}");
-            let bin = match &cubin {
-                Some(_) => Some(cufold::scan::compile_kernel(&op, 0, sizes, &shape, &arch)?),
+            let bin = match &args.cubin {
+                Some(_) => Some(cufold::scan::compile_kernel(
+                    &op, 0, sizes, &shape, &args.arch,
+                )?),
                 None => None,
             };
             (cufold::scan::kernel_source(&op, 0, sizes, &shape), bin)
         }
-        "reduce" => {
-            let shape = ReduceShape::for_sizes(sizes.input, block.unwrap_or(1024))?;
+        Kernel::Reduce => {
+            let shape = ReduceShape::for_sizes(sizes.input, args.block.unwrap_or(1024))?;
             let vector = shape.vec as usize * sizes.input == 16;
             eprintln!("{shape:?}");
-            let bin = match &cubin {
+            let bin = match &args.cubin {
                 Some(_) => Some(cufold::reduce::compile_kernel(
-                    &op, 0, &shape, vector, &arch,
+                    &op, 0, &shape, vector, &args.arch,
                 )?),
                 None => None,
             };
             (cufold::reduce::kernel_source(&op, 0, &shape, vector), bin)
         }
-        _ => return Err(usage.into()),
     };
-    match (cubin, bin) {
+    match (args.cubin, bin) {
         (Some(path), Some(bin)) => std::fs::write(path, bin)?,
         _ => println!("{src}"),
     }

@@ -16,6 +16,9 @@
 //! Without a GPU it runs on the CPU backend (the same canonical grouping) and says so in its
 //! first line; on the CPU a 10^7-step scan does more work than the loop and is not faster.
 
+#[path = "../benches/common/mod.rs"]
+mod common;
+
 use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
 use cufold::ops::{Affine, Compose};
 use cufold::{Backend, Gpu, Real, ScanKind};
@@ -24,39 +27,13 @@ use std::time::Instant;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e3779b97f4a7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-    z ^ (z >> 31)
-}
-
 /// `n` maps `a x + b`, a uniform in [0.9, 1.05), b uniform in [0, 1), generated on all cores
-/// (chunk c from its own splitmix stream, so the data depend on the seed and n only).
+/// (from the seed's ChaCha8 streams, so the data depend on the seed and n only).
 fn maps(n: usize, seed: u64) -> Vec<Affine<f64>> {
-    let mut v = vec![Affine { a: 1.0, b: 0.0 }; n];
-    let chunk = 1 << 16;
-    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-    let parts = std::sync::Mutex::new(v.chunks_mut(chunk).enumerate().collect::<Vec<_>>());
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let Some((c, part)) = parts.lock().unwrap().pop() else {
-                    break;
-                };
-                let mut st = seed ^ (c as u64 + 1).wrapping_mul(0xd1b54a32d192ed03);
-                let mut unit = || (splitmix(&mut st) >> 11) as f64 / (1u64 << 53) as f64;
-                for m in part {
-                    *m = Affine {
-                        a: 0.9 + 0.15 * unit(),
-                        b: unit(),
-                    };
-                }
-            });
-        }
-    });
-    v
+    common::fill(n, seed, Affine { a: 1.0, b: 0.0 }, |rng| Affine {
+        a: 0.9 + 0.15 * common::unit(rng),
+        b: common::unit(rng),
+    })
 }
 
 /// The sequential loop: x[t+1] = a[t] x[t] + b[t]; returns x[n].

@@ -19,7 +19,9 @@
 //! `cargo run --release --example paper [-- --quick]`; `CUFOLD_SEED=n` fixes the samples.
 //! Without a GPU it runs on the CPU backend (same tree, same bits) and says so first.
 
-use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+#[path = "../benches/common/mod.rs"]
+mod common;
+
 use cudarc::driver::CudaSlice;
 use cufold::ops::{Div2Mean, Mean};
 use cufold::reduce::ReduceConfig;
@@ -31,43 +33,16 @@ const BLOCKS: [u32; 4] = [128, 256, 512, 1024];
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e3779b97f4a7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-    z ^ (z >> 31)
-}
-
-/// `n` f32 samples of U(0,1) (`normal == false`) or N(6,1) (Box–Muller), on all cores.
+/// `n` f32 samples of U(0,1) (`normal == false`) or N(6,1), on all cores, from `seed`.
 fn samples(n: usize, seed: u64, normal: bool) -> Vec<f32> {
-    let mut v = vec![0f32; n];
-    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-    let chunk = n.div_ceil(threads).div_ceil(2) * 2;
-    std::thread::scope(|s| {
-        for (c, part) in v.chunks_mut(chunk).enumerate() {
-            s.spawn(move || {
-                let mut st = seed ^ (c as u64 + 1).wrapping_mul(0xd1b54a32d192ed03);
-                let mut unit = || ((splitmix(&mut st) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-                for pair in part.chunks_mut(2) {
-                    if normal {
-                        let (u1, u2) = (unit(), unit());
-                        let r = (-2.0 * u1.ln()).sqrt();
-                        let t = std::f64::consts::TAU * u2;
-                        pair[0] = (6.0 + r * t.cos()) as f32;
-                        if pair.len() > 1 {
-                            pair[1] = (6.0 + r * t.sin()) as f32;
-                        }
-                    } else {
-                        for x in pair.iter_mut() {
-                            *x = unit() as f32;
-                        }
-                    }
-                }
-            });
+    let six_one = rand_distr::Normal::new(6.0f64, 1.0).unwrap();
+    common::fill(n, seed, 0f32, |rng| {
+        if normal {
+            rand_distr::Distribution::sample(&six_one, rng) as f32
+        } else {
+            common::unit(rng) as f32
         }
-    });
-    v
+    })
 }
 
 /// The exact-as-f64-allows mean: Neumaier's compensated sum in f64.
@@ -105,30 +80,12 @@ fn kahan_mean(x: &[f32]) -> f32 {
     sum / x.len() as f32
 }
 
-/// Median milliseconds of 20 event-timed `Div2Mean` launches over `x`.
+/// Median milliseconds of 20 event-timed `Div2Mean` launches over `x` (after warm-up runs).
 fn gpu_ms(gpu: &Gpu, block: u32, x: &CudaSlice<f32>, n: usize) -> Res<f64> {
     let r = gpu.reducer_with::<f32, _>(Div2Mean, ReduceConfig::default().block(block))?;
-    let stream = gpu.stream();
-    let ctx = stream.context();
     let view = x.slice(..n);
-    let mut out = stream.alloc_zeros::<f32>(1)?;
-    for _ in 0..3 {
-        r.reduce_into(&view, &mut out)?;
-    }
-    let mut ms = Vec::new();
-    for _ in 0..20 {
-        let (a, b) = (
-            ctx.new_event(Some(CU_EVENT_DEFAULT))?,
-            ctx.new_event(Some(CU_EVENT_DEFAULT))?,
-        );
-        a.record(stream)?;
-        r.reduce_into(&view, &mut out)?;
-        b.record(stream)?;
-        b.synchronize()?;
-        ms.push(a.elapsed_ms(&b)? as f64);
-    }
-    ms.sort_by(f64::total_cmp);
-    Ok(ms[ms.len() / 2])
+    let mut out = gpu.stream().alloc_zeros::<f32>(1)?;
+    common::median_ms(gpu.stream(), 20, || r.reduce_into(&view, &mut out))
 }
 
 fn main() -> Res<()> {

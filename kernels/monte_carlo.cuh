@@ -88,11 +88,11 @@ typedef cf_op_t::Out cf_out_t;
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_monte_carlo(cf::u64 seed, cf::u64 n, cf::u64 tiles_per_block, cf::u64 limit, cf_acc_t* partials,
-               cf::u64 ticket_base, unsigned long long* ticket, cf_out_t* out,
+               unsigned long long* ticket, cf_out_t* out,
                const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     const cf::SampleLoader<cf_op_t, CF_VEC, CF_DRAW> ld{seed, n};
     cf::reduce_grid<cf_op_t, CF_BLOCK, CF_K, CF_VEC, CF_FINAL_K, CF_ORDER_FREE != 0>(
-        op, ld, n, tiles_per_block, limit, partials, ticket_base, ticket, out);
+        op, ld, n, tiles_per_block, limit, partials, ticket, out);
 }
 #endif

@@ -170,12 +170,15 @@ __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader&
 // counter over tiles; for an ORDER_FREE operator, cf::free_run), writes its partial, and the
 // block that takes the last ticket reduces the partials (FINAL_K per thread) and writes
 // `finish(tree, n)` to out[0]. With one block, no partial and no ticket. Tickets: `ticket` is
-// the handle's counter, which only grows; this launch's blocks take tickets ticket_base ..
-// ticket_base + gridDim.x - 1 (the same protocol as the scan's tile order).
+// the handle's counter, zero between launches: this launch's blocks take tickets 0 ..
+// gridDim.x - 1, and the block that takes the last one puts the counter back to zero (every
+// block has taken its ticket by then, and the next launch on the stream starts after this
+// one ends). No launch depends on a count kept by the host, so a captured CUDA graph
+// replays correctly.
 template <class Op, int BLOCK, int K, int VEC, int FINAL_K, bool ORDER_FREE, class Loader>
 __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 n, u64 tiles_per_block, u64 limit,
-                                            typename Op::Acc* partials, u64 ticket_base,
-                                            unsigned long long* ticket, typename Op::Out* out) {
+                                            typename Op::Acc* partials, unsigned long long* ticket,
+                                            typename Op::Out* out) {
     typedef typename Op::Acc Acc;
     constexpr int WARPS = BLOCK / 32;
     constexpr u64 TILE = (u64)BLOCK * K * VEC;
@@ -223,7 +226,8 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
     if (threadIdx.x == 0) {
         partials[blockIdx.x] = total;
         __threadfence();
-        last = atomicAdd(ticket, 1ull) - ticket_base == gridDim.x - 1;
+        last = atomicAdd(ticket, 1ull) == gridDim.x - 1;
+        if (last) atomicExch(ticket, 0ull);
     }
     __syncthreads();
     if (!last) return;
@@ -248,11 +252,11 @@ typedef cf_op_t::Out cf_out_t;
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles_per_block, cf::u64 limit,
-          cf_acc_t* partials, cf::u64 ticket_base, unsigned long long* ticket, cf_out_t* out,
+          cf_acc_t* partials, unsigned long long* ticket, cf_out_t* out,
           const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     const cf::InputLoader<cf_op_t, CF_VEC, CF_VECTOR != 0> ld{x, n};
     cf::reduce_grid<cf_op_t, CF_BLOCK, CF_K, CF_VEC, CF_FINAL_K, CF_ORDER_FREE != 0>(
-        op, ld, n, tiles_per_block, limit, partials, ticket_base, ticket, out);
+        op, ld, n, tiles_per_block, limit, partials, ticket, out);
 }
 #endif

@@ -21,7 +21,14 @@
 //   down     BlockScan's down-sweep from P_t, then each thread's run in registers.
 //
 // Published values carry the launch's epoch in every 64-bit word, so they need no flags
-// and no clearing between launches. A tile waits only on earlier tiles, which hold their
+// and no clearing between launches. Tile order and epoch live on the device, so that no
+// launch depends on numbers kept by the host and a captured CUDA graph replays correctly:
+// ticket[0] is the ticket counter, zero between launches; ticket[1] the last launch's epoch
+// (0 before the first). Each block reads ticket[1] before it takes its ticket, and the block
+// that takes the last ticket writes this launch's epoch there and puts the counter back to
+// zero: every block has read the old epoch by then (its read, a fence and its atomicAdd come
+// before the last atomicAdd, whose fence comes before the write), and the next launch on the
+// stream starts after this one ends. A tile waits only on earlier tiles, which hold their
 // tickets and so are running or done: no deadlock.
 #pragma once
 
@@ -49,8 +56,8 @@ typedef cf_op_t::Out cf_out_t;
 #define CF_SCAN_IN_PLACE 8u   // x and y are the same memory
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
-cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode, unsigned epoch,
-        cf::u64 ticket_base, unsigned long long* ticket, unsigned long long* leaf_slots,
+cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
+        unsigned long long* ticket, unsigned long long* leaf_slots,
         unsigned long long* node_slots, const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     constexpr int J = CF_ITEMS;
     constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * J;
@@ -62,6 +69,7 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode, 
     __shared__ cf_acc_t big[32];
     __shared__ cf_acc_t chunk[CF_CHUNK];
     __shared__ cf::u64 tile_id;
+    __shared__ unsigned launch_epoch;
 #if CF_STAGING
     constexpr int RV = cf::RunVectors<J, cf_in_t>::R > cf::RunVectors<J, cf_out_t>::R ? cf::RunVectors<J, cf_in_t>::R
                                                                                           : cf::RunVectors<J, cf_out_t>::R;
@@ -70,7 +78,7 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode, 
 #endif
     static_assert(cf::NodeSlots<cf_acc_t>::WORDS == CF_SLOT_WORDS, "the host's slot layout differs from NodeSlots'");
     constexpr unsigned long long SHARED = sizeof(storage) + sizeof(next) + sizeof(tile_prefix) + sizeof(tile_has) +
-                                          sizeof(big) + sizeof(chunk) + sizeof(tile_id)
+                                          sizeof(big) + sizeof(chunk) + sizeof(tile_id) + sizeof(launch_epoch)
 #if CF_STAGING
                                           + sizeof(staging)
 #endif
@@ -80,10 +88,25 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode, 
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 
     cf::u64 t = 0;
+    unsigned epoch = 1;
     if (tiles > 1) {
-        if (threadIdx.x == 0) tile_id = atomicAdd(ticket, 1ull) - ticket_base;
+        if (threadIdx.x == 0) {
+            const unsigned last_epoch = (unsigned)*(volatile unsigned long long*)(ticket + 1);
+            __threadfence();
+            const cf::u64 id = atomicAdd(ticket, 1ull);
+            // Never 0, which zeroed slots hold.
+            const unsigned e = last_epoch == 0xffffffffu ? 1u : last_epoch + 1u;
+            if (id == tiles - 1) {
+                __threadfence();
+                *(volatile unsigned long long*)(ticket + 1) = e;
+                atomicExch(ticket, 0ull);
+            }
+            tile_id = id;
+            launch_epoch = e;
+        }
         __syncthreads();
         t = tile_id;
+        epoch = launch_epoch;
     }
     const cf::u64 pos = t * TILE + (cf::u64)threadIdx.x * J;
 

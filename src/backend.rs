@@ -74,6 +74,34 @@ impl Backend {
         }
     }
 
+    /// Scans host data into `out` (as long as `x`): on the GPU (upload, scan, download into
+    /// `out`) or on the CPU, with no output vector allocated. Both follow the same canonical
+    /// grouping.
+    ///
+    /// Errors: `out` of another length than `x`
+    /// ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)), an operator that
+    /// cannot be scanned ([`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)).
+    ///
+    /// ```
+    /// use cufold::{ops::Max, Backend, Cpu, ScanKind};
+    /// let mut running_max = [0i32; 4];
+    /// Backend::Cpu(Cpu::new()).scan_into(&[3, 1, 4, 1], &mut running_max, Max, ScanKind::Inclusive)?;
+    /// assert_eq!(running_max, [3, 3, 4, 4]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan_into<T: DeviceValue, O: Operator<T>>(
+        &self,
+        x: &[T],
+        out: &mut [O::Out],
+        op: O,
+        kind: ScanKind,
+    ) -> Result<()> {
+        match self {
+            Backend::Gpu(g) => g.scan_host_into(x, out, op, kind),
+            Backend::Cpu(c) => c.scan_into(x, out, op, kind),
+        }
+    }
+
     /// A line saying which backend this is ("GPU: NVIDIA H100 80GB HBM3", "CPU: 8 threads").
     ///
     /// ```

@@ -357,7 +357,7 @@ where
         Err(LawViolation {
             law,
             samples: idx.to_vec(),
-            message: format!("{law} fails for {}:{shown}\n  {what}", O::NAME),
+            message: format!("{law} fails for {}:{shown}\n  {what}", O::name()),
         })
     };
     // An order-free operator promises the same bits in every order.

@@ -68,7 +68,8 @@ fn one_compile_serves_a_thousand_values_of_an_operator() {
         KernelStats {
             compiled: 1,
             from_disk: 0,
-            from_memory: 999
+            from_memory: 999,
+            rejected_from_disk: 0
         },
         "the first value compiles, the others reuse its kernel"
     );
@@ -142,7 +143,8 @@ fn one_compile_serves_a_hundred_values_of_a_scan() {
         KernelStats {
             compiled: 1,
             from_disk: 0,
-            from_memory: 99
+            from_memory: 99,
+            rejected_from_disk: 0
         }
     );
 }

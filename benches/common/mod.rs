@@ -1,5 +1,10 @@
-//! Shared by the GPU benches: test data like `.gpu/peers.py`'s, generated on all cores.
-#![allow(dead_code)]
+//! Shared by the GPU benches and the examples (which include it by path): sample data from a
+//! seed, generated on all cores with rand's portable ChaCha8 (so a printed seed reproduces
+//! the data on every machine, whatever its core count), and CUDA-event timing.
+#![allow(dead_code, unreachable_pub)]
+
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use cufold::ops::Affine;
 use cufold::{bf16, f16, DeviceValue};
@@ -55,26 +60,46 @@ impl<T: Data + cufold::Real> Data for Affine<T> {
     }
 }
 
-/// `n` values from splitmix64 streams seeded by `seed`, one stream per thread's part.
-pub fn generate<T: Data>(n: usize, seed: u64) -> Vec<T> {
+/// Values per generator stream: chunk `c` of the output draws from stream `c` of the seed's
+/// ChaCha8 generator, so the data depend on the seed and `n` only.
+const CHUNK: usize = 1 << 16;
+
+/// `n` values made by `draw` from a seeded generator, on all cores: chunk `c` (of
+/// 2^16 values) from ChaCha8 stream `c` of `seed`.
+pub fn fill<T: Send + Clone>(
+    n: usize,
+    seed: u64,
+    first: T,
+    draw: impl Fn(&mut ChaCha8Rng) -> T + Sync,
+) -> Vec<T> {
+    let mut v = vec![first; n];
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-    let chunk = n.div_ceil(threads).max(1);
-    let mut v: Vec<T> = vec![T::from_bits(0); n];
+    let parts = std::sync::Mutex::new(v.chunks_mut(CHUNK).enumerate().collect::<Vec<_>>());
     std::thread::scope(|s| {
-        for (c, part) in v.chunks_mut(chunk).enumerate() {
-            s.spawn(move || {
-                let mut state = seed ^ (c as u64).wrapping_mul(0x9e3779b97f4a7c15);
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let Some((c, part)) = parts.lock().unwrap().pop() else {
+                    break;
+                };
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                rng.set_stream(c as u64);
                 for x in part {
-                    state = state.wrapping_add(0x9e3779b97f4a7c15);
-                    let mut z = state;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-                    *x = T::from_bits(z ^ (z >> 31));
+                    *x = draw(&mut rng);
                 }
             });
         }
     });
     v
+}
+
+/// A uniform draw from [0, 1) with 53 random bits.
+pub fn unit(rng: &mut ChaCha8Rng) -> f64 {
+    rng.random::<f64>()
+}
+
+/// `n` values of `T` from `seed` (see [`Data`] for their distribution).
+pub fn generate<T: Data>(n: usize, seed: u64) -> Vec<T> {
+    fill(n, seed, T::from_bits(0), |rng| T::from_bits(rng.next_u64()))
 }
 
 /// The median of `reps` event-timed runs of `launch` on `stream`, in milliseconds, after 5

@@ -19,6 +19,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::ops::CudaOp;
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// What the launch planners need to know about the device.
@@ -83,6 +85,7 @@ fn probe_libraries() -> Result<()> {
 /// ```
 /// let s = cufold::gpu::KernelStats::default();
 /// assert_eq!(s.compiled + s.from_disk + s.from_memory, 0);
+/// assert!(s.rejected_from_disk <= s.compiled);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelStats {
@@ -92,6 +95,10 @@ pub struct KernelStats {
     pub from_disk: u64,
     /// Kernels found in the memory cache (compiled or loaded earlier in this process).
     pub from_memory: u64,
+    /// Of the kernels compiled, those whose disk-cache file was there but was not exactly
+    /// what was written for the kernel (corrupt, truncated, swapped with another, written
+    /// for another architecture or NVRTC version): never loaded, compiled and replaced.
+    pub rejected_from_disk: u64,
 }
 
 pub(crate) struct Inner {
@@ -102,6 +109,8 @@ pub(crate) struct Inner {
     opts: GpuOptions,
     pub(crate) scratch: Mutex<scratch::Arena>,
     stats: Mutex<KernelStats>,
+    /// What the convenient forms keep per operator type ([`Gpu::memo`]).
+    memo: Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
 }
 
 /// A handle for running cufold on a CUDA stream: the caller's stream, the caller's buffers.
@@ -181,6 +190,7 @@ impl Gpu {
                 opts,
                 scratch: Mutex::new(scratch::Arena::default()),
                 stats: Mutex::new(KernelStats::default()),
+                memo: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -281,7 +291,10 @@ impl Gpu {
         )?;
         let mut stats = inner.stats.lock().unwrap();
         match origin {
-            cache::Origin::Compiled => stats.compiled += 1,
+            cache::Origin::Compiled { rejected } => {
+                stats.compiled += 1;
+                stats.rejected_from_disk += rejected as u64;
+            }
             cache::Origin::Disk => stats.from_disk += 1,
             cache::Origin::Memory => stats.from_memory += 1,
         }
@@ -301,6 +314,30 @@ impl Gpu {
     /// ```
     pub fn kernel_stats(&self) -> KernelStats {
         *self.inner.stats.lock().unwrap()
+    }
+
+    /// The value of type `V` this handle keeps, made by `make` the first time (a failure is
+    /// not kept): what the convenient forms (`Gpu::reduce`, `Gpu::scan`) keep per operator
+    /// type, so that a call costs a map look-up instead of a kernel look-up. `V` must not
+    /// hold the handle (it would keep itself alive).
+    pub(crate) fn memo<V: Clone + Send + Sync + 'static>(
+        &self,
+        make: impl FnOnce() -> Result<V>,
+    ) -> Result<V> {
+        let id = TypeId::of::<V>();
+        if let Some(v) = self.inner.memo.lock().unwrap().get(&id) {
+            return Ok(v
+                .downcast_ref::<V>()
+                .expect("memo entries have their key's type")
+                .clone());
+        }
+        let v = make()?;
+        self.inner
+            .memo
+            .lock()
+            .unwrap()
+            .insert(id, Box::new(v.clone()));
+        Ok(v)
     }
 
     /// A zeroed device buffer of `len` values on the handle's stream.

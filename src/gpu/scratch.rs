@@ -9,18 +9,23 @@
 //! ```
 //!
 //! **Tickets.** Kernels that need their blocks in an order of their own (the scan's tiles,
-//! the reduction's last block) take tickets with `atomicAdd` on the counter, which only ever
-//! grows: a launch is told the count handed out before it (`ticket_base`) and subtracts it.
-//! Work on a handle is enqueued on one stream, in order, so every launch finds the counter
-//! where the host says it is.
+//! the reduction's last block) take tickets with `atomicAdd` on the counter (a u64 at 0),
+//! which is zero between launches: the block that takes a launch's last ticket puts it back.
 //!
 //! **Epochs.** Slots are published as 64-bit words holding a 32-bit value and the epoch of
-//! the launch that wrote it; each launch that uses slots gets a new epoch, so nothing is
-//! cleared between launches. The plain region is separate, so that no reduction's partial
-//! can ever read as a slot of a later epoch. When the epoch would wrap, or the arena grows,
-//! the memory starts zeroed again (no slot holds an epoch of zero).
+//! the launch that wrote it, so nothing is cleared between launches. The epoch is kept on the
+//! device too (the last launch's, a u64 at 8): each scan launch takes the next one, and its
+//! last ticket-taker writes it back (kernels/scan.cuh). Since neither number is passed from
+//! the host, a launch captured in a CUDA graph is right on every replay. The plain region is
+//! separate, so that no reduction's partial can ever read as a slot of a later epoch. When
+//! the arena grows, or after 2^32 - 2^16 slot-using launches enqueued by the host (graph
+//! replays are not counted; the epoch skips 0 when it wraps), the memory starts zeroed again.
+//!
+//! **Stream capture.** Growing the arena allocates, which a CUDA graph cannot hold: a launch
+//! that needs more scratch memory than the arena has while the stream is capturing is an
+//! error; the same call run once before the capture grows it.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use std::sync::Arc;
 
@@ -32,12 +37,8 @@ const MIN_REGION: usize = 64 * 1024;
 /// The device addresses and numbers one launch needs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Lease {
-    /// The ticket counter (a `unsigned long long*`).
+    /// The ticket counter and the last epoch (two `unsigned long long`s).
     pub(crate) ticket: u64,
-    /// Tickets handed out before this launch.
-    pub(crate) ticket_base: u64,
-    /// This launch's epoch (at least 1).
-    pub(crate) epoch: u32,
     /// The slot region.
     pub(crate) slots: u64,
     /// The plain region.
@@ -52,23 +53,27 @@ pub(crate) struct Arena {
     ptr: u64,
     slot_cap: usize,
     plain_cap: usize,
-    epoch: u32,
-    tickets: u64,
+    /// Slot-using launches enqueued since the memory was last zeroed.
+    launches: u64,
 }
 
+/// Slot-using launches after which the arena is zeroed again, before the device's epoch
+/// (one per launch, graph replays included) can wrap.
+const CLEAR_AFTER: u64 = (1 << 32) - (1 << 16);
+
 impl Arena {
-    /// Runs `launch` with memory for `slot_bytes` of slots and `plain_bytes` of plain memory,
-    /// for a launch that takes `tickets` tickets; the tickets count as handed out only if
-    /// `launch` succeeds. Grows the arena (a new zeroed allocation) when it is too small.
+    /// Runs `launch` with memory for `slot_bytes` of slots and `plain_bytes` of plain memory.
+    /// Grows the arena (a new zeroed allocation) when it is too small, unless `stream` is
+    /// capturing a graph (an error then).
     pub(crate) fn with_lease(
         &mut self,
         stream: &Arc<CudaStream>,
         slot_bytes: usize,
         plain_bytes: usize,
-        tickets: u64,
         launch: impl FnOnce(Lease) -> Result<()>,
     ) -> Result<()> {
         if self.buf.is_none() || slot_bytes > self.slot_cap || plain_bytes > self.plain_cap {
+            refuse_while_capturing(stream, "grow cufold's scratch memory")?;
             let grow = |need: usize, cap: usize| {
                 if need == 0 && cap == 0 {
                     0
@@ -93,31 +98,41 @@ impl Arena {
                 ptr,
                 slot_cap,
                 plain_cap,
-                epoch: self.epoch,
-                tickets: 0,
+                launches: 0,
             };
         }
         if slot_bytes > 0 {
-            if self.epoch == u32::MAX {
+            if self.launches >= CLEAR_AFTER {
                 if let Some(buf) = self.buf.as_mut() {
                     stream
                         .memset_zeros(buf)
                         .map_err(|e| Error::driver("clearing cufold's scratch memory", e))?;
                 }
-                self.epoch = 0;
-                self.tickets = 0;
+                self.launches = 0;
             }
-            self.epoch += 1;
+            self.launches += 1;
         }
         let slots = self.ptr + TICKET_BYTES as u64;
         launch(Lease {
             ticket: self.ptr,
-            ticket_base: self.tickets,
-            epoch: self.epoch.max(1),
             slots,
             plain: slots + self.slot_cap as u64,
-        })?;
-        self.tickets += tickets;
-        Ok(())
+        })
+    }
+}
+
+/// An error if `stream` is capturing a CUDA graph: for what a graph cannot hold (`what`:
+/// an allocation), with what to do instead.
+fn refuse_while_capturing(stream: &CudaStream, what: &str) -> Result<()> {
+    use cudarc::driver::sys::CUstreamCaptureStatus as Status;
+    match stream.capture_status() {
+        Ok(Status::CU_STREAM_CAPTURE_STATUS_NONE) => Ok(()),
+        Ok(_) => Err(Error::new(
+            ErrorKind::InvalidConfig,
+            format!(
+                "cufold would {what} while the stream is capturing a CUDA graph, which cannot hold                  an allocation: run the same call once before the capture (the memory is kept)"
+            ),
+        )),
+        Err(e) => Err(Error::driver("asking whether the stream is capturing", e)),
     }
 }

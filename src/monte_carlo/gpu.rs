@@ -108,7 +108,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> std::fmt::Debug for Integr
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Integrator")
             .field("sample", &S::cuda_name())
-            .field("op", &O::NAME)
+            .field("op", &O::name())
             .field("seed", &self.mc.get_seed())
             .field("draws", &self.mc.get_draws())
             .field("gpu", &self.gpu)
@@ -131,7 +131,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
             || kernel_source(&cuda, param_bytes, draws),
         )?;
         Ok(Integrator {
-            params: ParamBlob::new(&params, O::NAME)?,
+            params: ParamBlob::new(&params, O::name)?,
             gpu,
             mc,
             param_bytes,
@@ -163,7 +163,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
                 format!(
                     "{}: this estimate needs another kernel (draws {:?}, {} bytes of parameters) than \
                      the compiled one (draws {:?}, {} bytes): build it with Gpu::integrator",
-                    O::NAME,
+                    O::name(),
                     mc.get_draws(),
                     params.bytes().len(),
                     self.mc.get_draws(),
@@ -174,7 +174,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
         Ok(Integrator {
             gpu: self.gpu.clone(),
             mc: *mc,
-            params: ParamBlob::new(&params, O::NAME)?,
+            params: ParamBlob::new(&params, O::name)?,
             param_bytes: self.param_bytes,
             function: self.function.clone(),
         })

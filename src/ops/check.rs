@@ -12,7 +12,7 @@ pub(crate) fn check_empty<T: DeviceValue, O: Operator<T>>(n: u64) -> Result<()> 
             ErrorKind::EmptyInput,
             format!(
                 "{} has no value for an empty input: check the length before reducing",
-                O::NAME
+                O::name()
             ),
         ));
     }
@@ -27,7 +27,7 @@ pub(crate) fn check_scannable<T: DeviceValue, O: Operator<T>>() -> Result<()> {
             format!(
                 "{} cannot be scanned: its combine is associative only on the balanced tree of a \
                  reduction, so its prefixes mean nothing (scan Mean for running means)",
-                O::NAME
+                O::name()
             ),
         ));
     }

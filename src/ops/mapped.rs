@@ -134,7 +134,10 @@ impl<In: DeviceValue, F: Transform<In>, O: Operator<F::Out>> Operator<In> for Ma
     const COMMUTATIVE: bool = O::COMMUTATIVE;
     const ORDER_FREE: bool = O::ORDER_FREE;
     const EMPTY_IS_ERROR: bool = O::EMPTY_IS_ERROR;
-    const NAME: &'static str = O::NAME;
+    const NAME: &'static str = "Mapped";
+    fn name() -> String {
+        format!("Mapped<{}, {}>", super::short_type_name::<F>(), O::name())
+    }
     const SCANNABLE: bool = O::SCANNABLE;
     fn identity(&self) -> O::Acc {
         self.op.identity()
@@ -182,5 +185,42 @@ impl<T: DeviceValue> Transform<T> for Identity {
             type_name: format!("cf::Identity<{}>", T::cuda_name()),
             source: T::cuda_decl(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{Max, Sum};
+
+    /// A map of this test module's, with a generic parameter.
+    #[derive(Clone, Copy)]
+    struct Twice<T>(std::marker::PhantomData<T>);
+    impl Transform<f32> for Twice<f32> {
+        type Out = f32;
+        fn apply(&self, x: f32, _: u64) -> f32 {
+            2.0 * x
+        }
+        fn cuda(&self) -> CudaOp {
+            unimplemented!()
+        }
+    }
+
+    #[test]
+    fn messages_name_the_map_and_the_operator() {
+        type M = Mapped<Twice<f32>, Max>;
+        assert_eq!(<M as Operator<f32>>::name(), "Mapped<Twice<f32>, Max>");
+        type Nested = Mapped<Identity, Mapped<Twice<f32>, Sum>>;
+        assert_eq!(
+            <Nested as Operator<f32>>::name(),
+            "Mapped<Identity, Mapped<Twice<f32>, Sum>>"
+        );
+        let op = Mapped::new(Twice(std::marker::PhantomData), Max);
+        let e = crate::Cpu::new().reduce(&[] as &[f32], op).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("Mapped<Twice<f32>, Max> has no value for an empty input"),
+            "{e}"
+        );
     }
 }

@@ -28,8 +28,15 @@
 //! propagate NaN as NumPy and PyTorch do: if any input is NaN the result is NaN (for the
 //! arg- operators, the index of the first NaN). `Min` and `Max` order `-0.0` below `0.0`, as
 //! IEEE 754-2019's `minimum` and `maximum` do: `Max` of `[-0.0, 0.0]` and of `[0.0, -0.0]` is
-//! `0.0`, `Min` of either is `-0.0` (NumPy and PyTorch return whichever zero comes second,
-//! which depends on the order of combination). `ArgMin` and `ArgMax` treat the two zeros as
+//! `0.0`, `Min` of either is `-0.0`, whatever the order. This is a choice, kept on purpose:
+//! NumPy and PyTorch return one of the two zeros by position, not by sign, and not the same
+//! one everywhere (measured with NumPy 2.5.2 and PyTorch 2.11 on an H200: NumPy's `max` and
+//! `min` return the later zero, as do PyTorch's on CUDA and on short CPU inputs, but
+//! PyTorch's CPU reductions of 2^21 elements return the earlier one, and its CPU
+//! `maximum(a, b)` returns `a`). Following them would make the result depend on the order of
+//! combination, which the canonical tree fixes only for operators that need it; the sign
+//! rule makes `Max` and `Min` order-free, so the GPU may use any schedule and still return
+//! the CPU's bits. `ArgMin` and `ArgMax` treat the two zeros as
 //! equal and report the lowest index. Over several different NaNs (payloads or signs, rare in
 //! practice) `Max` returns the greatest under a total order of the bit patterns that puts
 //! every NaN above `+inf` (negative NaNs above positive ones) and `Min` the least under one
@@ -128,8 +135,20 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     /// Whether an empty input is an error ([`ErrorKind::EmptyInput`](crate::ErrorKind))
     /// rather than `finish(identity, 0)`.
     const EMPTY_IS_ERROR: bool;
-    /// A short name for messages.
+    /// A short name for messages (see [`Operator::name`]).
     const NAME: &'static str;
+    /// The name messages use: [`NAME`](Operator::NAME), unless the operator is made of
+    /// others and says which ([`Mapped`]: `"Mapped<Square, Sum>"`, from its map's type and
+    /// its operator's name). Called only to build messages.
+    ///
+    /// ```
+    /// use cufold::ops::{Identity, Mapped, Operator, Sum};
+    /// assert_eq!(<Sum as Operator<f32>>::name(), "Sum");
+    /// assert_eq!(<Mapped<Identity, Sum> as Operator<f32>>::name(), "Mapped<Identity, Sum>");
+    /// ```
+    fn name() -> String {
+        Self::NAME.to_string()
+    }
     /// Whether prefixes of this operator mean something, so that it may be scanned (true
     /// unless `combine` is associative only on the balanced tree, as [`Div2Mean`]'s is).
     /// Scanning an operator that says false is an [`ErrorKind::InvalidConfig`](crate::ErrorKind)
@@ -176,6 +195,24 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     fn params(&self) -> OpParams {
         OpParams::none()
     }
+}
+
+/// A type's name without its module paths (`a::B<c::D>` is `B<D>`), for messages.
+pub(crate) fn short_type_name<T: ?Sized>() -> String {
+    let full = std::any::type_name::<T>();
+    let mut out = String::with_capacity(full.len());
+    let mut word = String::new();
+    for c in full.chars() {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            word.push(c);
+        } else {
+            out.push_str(word.rsplit("::").next().unwrap_or(""));
+            word.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(word.rsplit("::").next().unwrap_or(""));
+    out
 }
 
 /// NaN-propagating minimum, order-free: the lesser under [`Element::min_key`]'s total order

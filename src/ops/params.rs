@@ -146,14 +146,15 @@ unsafe impl cudarc::driver::DeviceRepr for ParamBlob {}
 
 impl ParamBlob {
     /// The blob for `params`, or an error when they are too large.
-    pub(crate) fn new(params: &OpParams, name: &str) -> crate::Result<Box<ParamBlob>> {
+    pub(crate) fn new(params: &OpParams, name: fn() -> String) -> crate::Result<Box<ParamBlob>> {
         let n = params.bytes().len();
         if n > MAX_PARAM_BYTES {
             return Err(crate::Error::new(
                 crate::ErrorKind::InvalidConfig,
                 format!(
-                    "{name} carries {n} bytes of run-time parameters, more than the {MAX_PARAM_BYTES} \
-                     a kernel argument may hold"
+                    "{} carries {n} bytes of run-time parameters, more than the {MAX_PARAM_BYTES} \
+                     a kernel argument may hold",
+                    name()
                 ),
             ));
         }
@@ -167,13 +168,14 @@ impl ParamBlob {
     pub(crate) fn for_kernel(
         params: &OpParams,
         compiled: usize,
-        name: &str,
+        name: fn() -> String,
     ) -> crate::Result<Box<ParamBlob>> {
         if params.bytes().len() != compiled {
             return Err(crate::Error::new(
                 crate::ErrorKind::InvalidConfig,
                 format!(
-                    "{name}: this value's run-time parameters take {} bytes, the compiled kernel's {compiled}",
+                    "{}: this value's run-time parameters take {} bytes, the compiled kernel's {compiled}",
+                    name(),
                     params.bytes().len()
                 ),
             ));

@@ -106,6 +106,10 @@ impl Gpu {
     /// Reduces `x` (a `CudaSlice`, `CudaView` or `CudaViewMut` at any offset) and returns
     /// the result on the host: enqueues the reduction and a copy, then waits for the stream.
     ///
+    /// The handle keeps the kernels of each operator type it was asked for, so after the
+    /// first call this costs on the host what [`Reducer::reduce`] does, plus a map look-up
+    /// and a copy of the operator's parameters (no source built, no kernel looked up).
+    ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
     /// let x = gpu.stream().clone_htod(&[4.0f64, 1.0, 7.0]).unwrap();
@@ -118,11 +122,13 @@ impl Gpu {
         x: &impl DevicePtr<T>,
         op: O,
     ) -> Result<O::Out> {
-        self.reducer(op)?.reduce(x)
+        self.memo_reducer(op)?.reduce(x)
     }
 
     /// Enqueues the reduction of `x` on the stream, leaving the result in `out` (length 1),
-    /// and returns at once: no synchronisation, no host copy.
+    /// and returns at once: no synchronisation, no host copy, and (after the first call for
+    /// this operator type and the largest input size) no allocation, so it may be captured
+    /// into a CUDA graph and replayed.
     ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
@@ -138,7 +144,7 @@ impl Gpu {
         op: O,
         out: &mut impl DevicePtrMut<O::Out>,
     ) -> Result<()> {
-        self.reducer(op)?.reduce_into(x, out)
+        self.memo_reducer(op)?.reduce_into(x, out)
     }
 
     /// Uploads host data and reduces it (a convenience for data that is not on the GPU yet).
@@ -149,7 +155,7 @@ impl Gpu {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn reduce_host<T: DeviceValue, O: Operator<T>>(&self, x: &[T], op: O) -> Result<O::Out> {
-        let reducer = self.reducer(op)?;
+        let reducer = self.memo_reducer(op)?;
         check_empty::<T, O>(x.len() as u64)?;
         if x.is_empty() {
             let empty: CudaSlice<T> = self.alloc(0)?;
@@ -160,6 +166,42 @@ impl Gpu {
             .clone_htod(x)
             .map_err(|e| Error::driver("copying the input to the device", e))?;
         reducer.reduce(&dev)
+    }
+}
+
+impl Gpu {
+    /// A reducer for `op` with the default configuration whose kernels this handle keeps
+    /// for the convenient forms ([`Gpu::reduce`], [`Gpu::reduce_into`],
+    /// [`Gpu::reduce_host`]): after the first call for an operator type, a map look-up and a
+    /// parameter copy, no kernel look-up.
+    fn memo_reducer<T: DeviceValue, O: Operator<T>>(&self, op: O) -> Result<Reducer<T, O>> {
+        let kernels: ReduceKernels<T, O> = self.memo(|| Ok(self.reducer(op)?.kernels()))?;
+        if kernels.param_bytes != op.params().bytes().len() {
+            return self.reducer(op);
+        }
+        Reducer::from_kernels(self.clone(), op, kernels)
+    }
+}
+
+/// A reducer's compiled kernels and shape (what [`Gpu::reduce`] keeps per operator type; no
+/// handle inside, so that the handle does not keep itself alive).
+struct ReduceKernels<T, O> {
+    shape: ReduceShape,
+    param_bytes: usize,
+    vector: Option<CudaFunction>,
+    scalar: OnceLock<CudaFunction>,
+    _types: PhantomData<fn(T, O)>,
+}
+
+impl<T, O> Clone for ReduceKernels<T, O> {
+    fn clone(&self) -> Self {
+        ReduceKernels {
+            shape: self.shape,
+            param_bytes: self.param_bytes,
+            vector: self.vector.clone(),
+            scalar: self.scalar.clone(),
+            _types: PhantomData,
+        }
     }
 }
 
@@ -196,7 +238,7 @@ pub struct Reducer<T: DeviceValue, O: Operator<T>> {
 impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reducer")
-            .field("op", &O::NAME)
+            .field("op", &O::name())
             .field("input", &T::cuda_name())
             .field("shape", &self.shape)
             .field("gpu", &self.gpu)
@@ -214,7 +256,7 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
         let mut r = Reducer {
             gpu,
             op,
-            params: ParamBlob::new(&params, O::NAME)?,
+            params: ParamBlob::new(&params, O::name)?,
             param_bytes: params.bytes().len(),
             shape,
             vector: None,
@@ -228,6 +270,32 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
             let _ = r.scalar.set(f);
         }
         Ok(r)
+    }
+
+    /// What this reducer keeps whatever the operator's value.
+    fn kernels(&self) -> ReduceKernels<T, O> {
+        ReduceKernels {
+            shape: self.shape,
+            param_bytes: self.param_bytes,
+            vector: self.vector.clone(),
+            scalar: self.scalar.clone(),
+            _types: PhantomData,
+        }
+    }
+
+    /// A reducer of `op` on `gpu` with kernels built before.
+    fn from_kernels(gpu: Gpu, op: O, k: ReduceKernels<T, O>) -> Result<Self> {
+        let params = ParamBlob::for_kernel(&op.params(), k.param_bytes, O::name)?;
+        Ok(Reducer {
+            gpu,
+            op,
+            params,
+            param_bytes: k.param_bytes,
+            shape: k.shape,
+            vector: k.vector,
+            scalar: k.scalar,
+            _input: PhantomData,
+        })
     }
 
     /// The same reducer for another value of the operator: its run-time parameters
@@ -252,7 +320,7 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_op(&self, op: O) -> Result<Self> {
-        let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::NAME)?;
+        let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::name)?;
         Ok(Reducer {
             gpu: self.gpu.clone(),
             op,
@@ -361,7 +429,7 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
             _ => get_or_try(&self.scalar, || self.function(false))?,
         };
         // SAFETY: x holds n elements of In, the kernel's first argument: its parameters are
-        // (const In*, u64, u64, u64, Acc*, u64, u64*, Out*, OpBytes<param_bytes>).
+        // (const In*, u64, u64, u64, Acc*, u64*, Out*, OpBytes<param_bytes>).
         unsafe {
             launch_grid::<O::Acc>(
                 &self.gpu,
@@ -385,7 +453,7 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
 ///
 /// # Safety
 ///
-/// `f`'s parameters must be (u64-sized `first`, u64 n, u64, u64, Acc*, u64, u64*, Out*,
+/// `f`'s parameters must be (u64-sized `first`, u64 n, u64, u64, Acc*, u64*, Out*,
 /// OpBytes<N>) with N at most the blob's bytes; `first` must be what the kernel reads there
 /// (an input of n elements, or a seed), and `out_ptr` must hold one output.
 #[allow(clippy::too_many_arguments)]
@@ -406,13 +474,13 @@ pub(crate) unsafe fn launch_grid<Acc>(
         block_dim: (block, 1, 1),
         shared_mem_bytes: 0,
     };
-    let (plain, tickets) = if plan.grid > 1 {
-        (plan.grid as usize * std::mem::size_of::<Acc>(), plan.grid)
+    let plain = if plan.grid > 1 {
+        plan.grid as usize * std::mem::size_of::<Acc>()
     } else {
-        (0, 0)
+        0
     };
     let mut arena = gpu.inner.scratch.lock().unwrap();
-    arena.with_lease(stream, 0, plain, tickets, |lease| {
+    arena.with_lease(stream, 0, plain, |lease| {
         let mut launch = stream.launch_builder(f);
         launch
             .arg(&first)
@@ -420,15 +488,14 @@ pub(crate) unsafe fn launch_grid<Acc>(
             .arg(&plan.tiles_per_block)
             .arg(&plan.limit)
             .arg(&lease.plain)
-            .arg(&lease.ticket_base)
             .arg(&lease.ticket)
             .arg(&out_ptr)
             .arg(params);
         // SAFETY: the caller vouches for the kernel's parameters, `first` and `out_ptr`; the
         // blob holds at least the round_up(N, 16) bytes the driver copies; with more than
         // one block, the plain region holds at least `grid` accumulators and the ticket
-        // counter has handed out `ticket_base` tickets, both this handle's and used only on
-        // this stream, in order.
+        // counter is zero (every launch's last ticket-taker puts it back), both this
+        // handle's and used only on this stream, in order.
         unsafe { launch.launch(cfg) }
             .map(|_| ())
             .map_err(|e| Error::driver(what, e))

@@ -118,10 +118,30 @@ pub struct Scanner<T: DeviceValue, O: Operator<T>> {
     _input: PhantomData<fn(T)>,
 }
 
+/// A scanner's compiled kernel and shape (what [`Gpu::scan`] keeps per operator type; no
+/// handle inside, so that the handle does not keep itself alive).
+struct ScanKernel<T, O> {
+    shape: ScanShape,
+    param_bytes: usize,
+    function: CudaFunction,
+    _types: PhantomData<fn(T, O)>,
+}
+
+impl<T, O> Clone for ScanKernel<T, O> {
+    fn clone(&self) -> Self {
+        ScanKernel {
+            shape: self.shape,
+            param_bytes: self.param_bytes,
+            function: self.function.clone(),
+            _types: PhantomData,
+        }
+    }
+}
+
 impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Scanner<T, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scanner")
-            .field("op", &O::NAME)
+            .field("op", &O::name())
             .field("input", &T::cuda_name())
             .field("shape", &self.shape)
             .field("gpu", &self.gpu)
@@ -149,10 +169,34 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         Ok(Scanner {
             gpu,
             op,
-            params: ParamBlob::new(&params, O::NAME)?,
+            params: ParamBlob::new(&params, O::name)?,
             param_bytes,
             shape,
             function,
+            _input: PhantomData,
+        })
+    }
+
+    /// What this scanner keeps whatever the operator's value.
+    fn kernel(&self) -> ScanKernel<T, O> {
+        ScanKernel {
+            shape: self.shape,
+            param_bytes: self.param_bytes,
+            function: self.function.clone(),
+            _types: PhantomData,
+        }
+    }
+
+    /// A scanner of `op` on `gpu` with a kernel built before.
+    fn from_kernel(gpu: Gpu, op: O, k: ScanKernel<T, O>) -> Result<Self> {
+        let params = ParamBlob::for_kernel(&op.params(), k.param_bytes, O::name)?;
+        Ok(Scanner {
+            gpu,
+            op,
+            params,
+            param_bytes: k.param_bytes,
+            shape: k.shape,
+            function: k.function,
             _input: PhantomData,
         })
     }
@@ -170,7 +214,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn with_op(&self, op: O) -> Result<Self> {
-        let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::NAME)?;
+        let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::name)?;
         Ok(Scanner {
             gpu: self.gpu.clone(),
             op,
@@ -340,14 +384,14 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             shared_mem_bytes: 0,
         };
         // Per tile, a leaf and a node of `slot_words` 64-bit words each.
-        let (slot_bytes, tickets) = if plan.tiles > 1 {
+        let slot_bytes = if plan.tiles > 1 {
             let words = plan.tiles as usize * slot_words(std::mem::size_of::<O::Acc>());
-            (2 * 8 * words, plan.tiles)
+            2 * 8 * words
         } else {
-            (0, 0)
+            0
         };
         let mut arena = inner.scratch.lock().unwrap();
-        arena.with_lease(stream, slot_bytes, 0, tickets, |lease| {
+        arena.with_lease(stream, slot_bytes, 0, |lease| {
             let leaves = lease.slots;
             let nodes = leaves + slot_bytes as u64 / 2;
             let mut launch = stream.launch_builder(&self.function);
@@ -357,22 +401,21 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
                 .arg(&n)
                 .arg(&plan.tiles)
                 .arg(&mode)
-                .arg(&lease.epoch)
-                .arg(&lease.ticket_base)
                 .arg(&lease.ticket)
                 .arg(&leaves)
                 .arg(&nodes)
                 .arg(&*self.params);
             // SAFETY: the kernel's parameters are (const In*, Out*, u64, u64, unsigned,
-            // unsigned, u64, u64*, u64*, u64*, OpBytes<param_bytes>), matching the values
+            // u64*, u64*, u64*, OpBytes<param_bytes>), matching the values
             // pushed (the blob holds at least the round_up(param_bytes, 16) bytes the driver
             // copies, the operator's parameters first). x and y hold n
             // elements of In and Out (the same memory only for in-place scans, where In = Out
             // and the kernel reads every element of a tile before writing it). With more than
-            // one tile, the ticket counter has handed out `ticket_base` tickets, and leaves
-            // and nodes each hold `slot_words` 64-bit words per tile in the handle's slot
-            // region, where this launch's epoch differs from every epoch written before; the
-            // memory is used only on this stream, in order.
+            // one tile, the ticket counter is zero and the word after it holds the last
+            // launch's epoch (each launch's last ticket-taker sees to both), and leaves and
+            // nodes each hold `slot_words` 64-bit words per tile in the handle's slot region,
+            // where no word carries the epoch this launch takes (the arena is zeroed before
+            // the epoch can wrap); the memory is used only on this stream, in order.
             unsafe { launch.launch(cfg) }
                 .map(|_| ())
                 .map_err(|e| Error::driver("launching the scan kernel", e))
@@ -431,7 +474,7 @@ impl Gpu {
         op: O,
         kind: ScanKind,
     ) -> Result<()> {
-        self.scanner(op)?.scan(x, out, kind)
+        self.memo_scanner(op)?.scan(x, out, kind)
     }
 
     /// Uploads host data, scans it and returns the prefixes on the host (waits for the
@@ -449,7 +492,7 @@ impl Gpu {
         op: O,
         kind: ScanKind,
     ) -> Result<Vec<O::Out>> {
-        let scanner = self.scanner(op)?;
+        let scanner = self.memo_scanner(op)?;
         if x.is_empty() {
             return Ok(Vec::new());
         }
@@ -462,5 +505,43 @@ impl Gpu {
         stream
             .clone_dtoh(&out)
             .map_err(|e| Error::driver("copying the prefixes to the host", e))
+    }
+
+    /// [`Gpu::scan_host`] into `out`, a host slice as long as `x` (waits for the stream).
+    pub(crate) fn scan_host_into<T: DeviceValue, O: Operator<T>>(
+        &self,
+        x: &[T],
+        out: &mut [O::Out],
+        op: O,
+        kind: ScanKind,
+    ) -> Result<()> {
+        check_scan_lengths(x.len(), out.len())?;
+        let scanner = self.memo_scanner(op)?;
+        if x.is_empty() {
+            return Ok(());
+        }
+        let stream = self.stream();
+        let dev = stream
+            .clone_htod(x)
+            .map_err(|e| Error::driver("copying the input to the device", e))?;
+        let mut dev_out = self.alloc::<O::Out>(x.len())?;
+        scanner.scan(&dev, &mut dev_out, kind)?;
+        stream
+            .memcpy_dtoh(&dev_out, out)
+            .map_err(|e| Error::driver("copying the prefixes to the host", e))?;
+        stream
+            .synchronize()
+            .map_err(|e| Error::driver("waiting for the prefixes", e))
+    }
+
+    /// A scanner for `op` with the default configuration whose kernel this handle keeps for
+    /// the convenient forms ([`Gpu::scan`], [`Gpu::scan_host`]): after the first call for an
+    /// operator type, a map look-up and a parameter copy, no kernel look-up.
+    fn memo_scanner<T: DeviceValue, O: Operator<T>>(&self, op: O) -> Result<Scanner<T, O>> {
+        let kernel: ScanKernel<T, O> = self.memo(|| Ok(self.scanner(op)?.kernel()))?;
+        if kernel.param_bytes != op.params().bytes().len() {
+            return self.scanner(op);
+        }
+        Scanner::from_kernel(self.clone(), op, kernel)
     }
 }

@@ -108,7 +108,7 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
 impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentReducer<T, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SegmentReducer")
-            .field("op", &O::NAME)
+            .field("op", &O::name())
             .field("input", &T::cuda_name())
             .field("config", &self.config)
             .field("gpu", &self.gpu)
@@ -127,7 +127,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         Ok(SegmentReducer {
             gpu,
             op,
-            params: ParamBlob::new(&params, O::NAME)?,
+            params: ParamBlob::new(&params, O::name)?,
             param_bytes: params.bytes().len(),
             config,
             shape,
@@ -322,7 +322,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let plain = chunks as usize * std::mem::size_of::<O::Acc>();
         let stream = &self.gpu.inner.stream;
         let mut arena = self.gpu.inner.scratch.lock().unwrap();
-        arena.with_lease(stream, 0, plain, 0, |lease| {
+        arena.with_lease(stream, 0, plain, |lease| {
             let (stride, chunk_log32) = (rows.stride as u64, chunk_log);
             let mut a = stream.launch_builder(chunk_fn);
             a.arg(&x_ptr)

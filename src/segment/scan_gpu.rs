@@ -106,7 +106,7 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
 impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentScanner<T, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SegmentScanner")
-            .field("op", &O::NAME)
+            .field("op", &O::name())
             .field("input", &T::cuda_name())
             .field("config", &self.config)
             .field("gpu", &self.gpu)
@@ -129,7 +129,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         Ok(SegmentScanner {
             gpu,
             op,
-            params: ParamBlob::new(&params, O::NAME)?,
+            params: ParamBlob::new(&params, O::name)?,
             param_bytes: params.bytes().len(),
             config,
             block: shape.block,
