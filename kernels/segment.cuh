@@ -136,6 +136,70 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
 // A lone thread takes segments up to this long; a warp takes the longer ones its lanes drew
 // (the reduction's and the scan's thread schedules alike).
 #define CF_THREAD_MAX 256
+// In the reduction's thread schedule with a long list (ragged offsets with a long tail),
+// segments longer than 2^CF_LONG_MIN_LOG go to the long pass instead of a warp: aligned
+// chunks of at least 2^CF_LONG_CHUNK_MIN_LOG positions, a block per chunk, then a block per
+// long segment joining its chunks.
+#define CF_LONG_MIN_LOG 16
+#define CF_LONG_CHUNK_MIN_LOG 14
+
+namespace cf {
+
+// The long list, in scratch memory laid out from `n` (the input's length) alone, so that the
+// host and every kernel agree: two counters (segments listed, chunks reserved; zeroed before
+// the launch), `cap` entries (segment, start, length, first chunk), `chunk_cap` chunk owners
+// (the entry's index, or ~0 for chunks reserved but not used), then `chunk_cap` partials.
+// Long segments that do not overlap hold at most n >> CF_LONG_MIN_LOG entries and n >>
+// CF_LONG_CHUNK_MIN_LOG chunks, plus one partial chunk each; a segment that finds no room
+// (offsets that overlap) is reduced by its warp as before.
+struct LongList {
+    u64* hdr;
+    u64 cap;
+    u64 chunk_cap;
+    __device__ __forceinline__ LongList(u64* h, u64 n)
+        : hdr(h), cap((n >> CF_LONG_MIN_LOG) + 1), chunk_cap((n >> CF_LONG_CHUNK_MIN_LOG) + (n >> CF_LONG_MIN_LOG) + 1) {}
+    __device__ __forceinline__ u64* entry(u64 i) const { return hdr + 2 + 4 * i; }
+    __device__ __forceinline__ unsigned* owner() const { return reinterpret_cast<unsigned*>(hdr + 2 + 4 * cap); }
+    template <class Acc> __device__ __forceinline__ Acc* partials() const {
+        const u64 bytes = (16 + 32 * cap + 4 * chunk_cap + 15) & ~15ull;
+        return reinterpret_cast<Acc*>(reinterpret_cast<char*>(hdr) + bytes);
+    }
+};
+
+// log2 of a long segment's chunk: at least 2^CF_LONG_CHUNK_MIN_LOG positions, and few enough
+// chunks (next_pow2(len) >> log, at most BLOCK * 8) for one tile of the joining block.
+template <int BLOCK> __device__ __forceinline__ int long_chunk_log(u64 len) {
+    constexpr int JOIN_LOG = BLOCK == 32 ? 8 : BLOCK == 64 ? 9 : BLOCK == 128 ? 10 : BLOCK == 256 ? 11 : BLOCK == 512 ? 12 : 13;
+    const int l = 63 - __clzll((long long)next_pow2(len)) - JOIN_LOG;
+    return l > CF_LONG_CHUNK_MIN_LOG ? l : CF_LONG_CHUNK_MIN_LOG;
+}
+
+// Lists segment s (positions lo .. lo + len) for the long pass: reserves its chunks and an
+// entry, names the entry as the owner of its chunks. False (nothing listed, its reserved
+// chunks marked unowned) when the list is full.
+template <int BLOCK> __device__ __forceinline__ bool list_long(u64* hdr, u64 n, u64 s, u64 lo, u64 len) {
+    const LongList l(hdr, n);
+    const int cl = long_chunk_log<BLOCK>(len);
+    const u64 chunks = (len + (1ull << cl) - 1) >> cl;
+    const u64 first = atomicAdd(reinterpret_cast<unsigned long long*>(hdr + 1), (unsigned long long)chunks);
+    u64 slot = ~0ull;
+    if (first + chunks <= l.chunk_cap) {
+        slot = atomicAdd(reinterpret_cast<unsigned long long*>(hdr), 1ull);
+        if (slot >= l.cap) slot = ~0ull;
+    }
+    const unsigned tag = slot == ~0ull ? ~0u : (unsigned)slot;
+    const u64 end = first + chunks < l.chunk_cap ? first + chunks : l.chunk_cap;
+    for (u64 i = first; i < end; ++i) l.owner()[i] = tag;
+    if (slot == ~0ull) return false;
+    u64* e = l.entry(slot);
+    e[0] = s;
+    e[1] = lo;
+    e[2] = len;
+    e[3] = first;
+    return true;
+}
+
+}  // namespace cf
 
 #ifdef CF_SEGMENT_KERNEL
 // Instantiated by the generated source, which defines CF_OP, CF_BLOCK, CF_GROUP (1, 32 or
@@ -162,7 +226,7 @@ __device__ __forceinline__ bool cf_bounds(cf::u64 s, cf::u64 n, const cf::u64* _
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, const cf::u64* __restrict__ offsets,
-                  cf::u64 stride, cf::u64 cols, unsigned write_empty, cf_out_t* out,
+                  cf::u64 stride, cf::u64 cols, unsigned write_empty, cf_out_t* out, cf::u64* long_hdr,
                   const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     static_assert(CF_GROUP == 1 || CF_GROUP == 32 || CF_GROUP == CF_BLOCK,
                   "a segment takes a thread, a warp or the whole block");
@@ -185,7 +249,10 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
             else if (write_empty)
                 out[s] = op.finish(op.identity(), 0);
         }
-        for (unsigned mask = __ballot_sync(~0u, longer); mask; mask &= mask - 1) {
+        // With a long list, the longest go to the long pass (cf_segment_long_chunks).
+        const bool listed = longer && long_hdr && hi - lo > (1ull << CF_LONG_MIN_LOG) &&
+                            cf::list_long<CF_BLOCK>(long_hdr, n, s, lo, hi - lo);
+        for (unsigned mask = __ballot_sync(~0u, longer && !listed); mask; mask &= mask - 1) {
             const int j = __ffs(mask) - 1;
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j);
             const cf::SegmentLoader<cf_op_t, CF_VEC> ld{x + a, b - a, (reinterpret_cast<unsigned long long>(x + a) & 15) == 0};
@@ -218,6 +285,57 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
 }
 
 #if CF_GROUP == CF_BLOCK
+// The long pass, after a thread-schedule launch with a long list: a block per chunk of each
+// listed segment (its subtree of the segment's canonical tree, unfinished, into the list's
+// partials), as cf_segment_chunks does for rows.
+extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+cf_segment_long_chunks(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64* long_hdr,
+                       const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
+    __shared__ cf_acc_t smem[2][CF_BLOCK / 32];
+    const cf::LongList l(long_hdr, n);
+    const cf::u64 reserved = long_hdr[1];
+    const cf::u64 total = reserved < l.chunk_cap ? reserved : l.chunk_cap;
+    cf_acc_t* partials = l.partials<cf_acc_t>();
+    unsigned calls = 0;
+    for (cf::u64 i = blockIdx.x; i < total; i += gridDim.x) {
+        const unsigned slot = l.owner()[i];
+        if (slot == ~0u) continue;  // the same for the whole block
+        const cf::u64* e = l.entry(slot);
+        const cf::u64 lo = e[1], len = e[2], first = e[3];
+        const int cl = cf::long_chunk_log<CF_BLOCK>(len);
+        const cf::u64 start = (i - first) << cl;
+        const cf::u64 m = len - start < (1ull << cl) ? len - start : (1ull << cl);
+        // The loader spans the whole segment, so that positions count from its start.
+        const cf::SegmentLoader<cf_op_t, CF_VEC> ld{x + lo, len, (reinterpret_cast<unsigned long long>(x + lo) & 15) == 0};
+        const cf_acc_t t = cf::segment_tree<cf_op_t, CF_BLOCK, CF_K, CF_VEC, CF_ORDER_FREE != 0>(
+            op, ld, start, m, 1ull << cl, smem, (int)(threadIdx.x >> 5), calls);
+        if (threadIdx.x == 0) partials[i] = t;
+    }
+}
+
+// Then a block per listed segment joins its chunk trees (at most CF_BLOCK * 8 of them after
+// padding to next_pow2(len)), as cf_segment_combine does for rows, and writes its result.
+extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+cf_segment_long_combine(cf::u64 n, cf::u64* long_hdr, cf_out_t* __restrict__ out,
+                        const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
+    __shared__ cf_acc_t smem[2][CF_BLOCK / 32];
+    const cf::LongList l(long_hdr, n);
+    const cf::u64 listed = long_hdr[0];
+    const cf::u64 count = listed < l.cap ? listed : l.cap;
+    const cf_acc_t* partials = l.partials<cf_acc_t>();
+    unsigned calls = 0;
+    for (cf::u64 slot = blockIdx.x; slot < count; slot += gridDim.x) {
+        const cf::u64* e = l.entry(slot);
+        const cf::u64 s = e[0], len = e[2], first = e[3];
+        const int cl = cf::long_chunk_log<CF_BLOCK>(len);
+        const cf::PartialLoader<cf_op_t> ld{partials + first, (len + (1ull << cl) - 1) >> cl};
+        const cf_acc_t t = cf::tile_reduce<cf_op_t, CF_BLOCK, 8, 1>(op, ld, 0, cf::next_pow2(len) >> cl, smem[calls++ & 1]);
+        if (threadIdx.x == 0) out[s] = op.finish(t, len);
+    }
+}
+
 // Long rows split into aligned chunks of 2^chunk_log positions, a block per chunk: chunk c of
 // row r (segment r * per_row + c) is the subtree of the row's canonical tree over positions
 // c << chunk_log .. (c + 1) << chunk_log, written unfinished to partials (then

@@ -115,6 +115,7 @@ __device__ __forceinline__ bool cf_scan_bounds(cf::u64 s, cf::u64 n, const cf::u
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, const cf::u64* __restrict__ offsets,
                 cf::u64 stride, cf::u64 cols, unsigned exclusive, cf_out_t* __restrict__ y,
+                cf::u64* /* long_hdr: the reduction's long list, unused by the scan */,
                 const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 #if CF_GROUP == 1

@@ -459,3 +459,96 @@ fn every_builtin_segment_kernel_compiles_for_hopper() {
     }));
     run_parallel(jobs);
 }
+
+/// A ragged shape with a long tail on the thread schedule, over 2^20 elements: segments over
+/// 2^16 go to the long pass (chunks of the segment's tree, a block each, then a block per
+/// segment joining them); the bits are the CPU's whole-array reduction of each segment.
+fn check_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
+    let g = gpu();
+    let s = seed(test);
+    let mut r = Rng(s);
+    let mut lengths: Vec<usize> = (0..200_000).map(|_| (r.next() % 9) as usize).collect();
+    // Just over and at the limit, unaligned, a chunk count that is not a power of two, one
+    // long enough for chunks over the minimum.
+    for (at, len) in [
+        (5, 65_537),
+        (700, 65_536),
+        (9_000, 300_001),
+        (50_000, (1 << 20) + 5),
+        (120_000, 3 << 21),
+        (199_999, 70_000),
+    ] {
+        lengths[at] = len;
+    }
+    let off = csr_offsets(1, &lengths);
+    let x: Vec<T> = data(*off.last().unwrap() as usize + 3, s ^ 5);
+    let want = expected(&x, &off, op);
+    let (xd, od) = (upload(g, &x), upload(g, &off));
+    for schedule in [None, Some(Schedule::Thread)] {
+        let red = g
+            .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+            .unwrap();
+        assert_eq!(
+            red.plan(lengths.len() as u64, x.len() as u64, false)
+                .schedule,
+            Schedule::Thread
+        );
+        let mut out = upload(g, &vec![poison::<O::Out>(); lengths.len()]);
+        red.reduce_segments_into(&xd, &od, &mut out).unwrap();
+        let what = format!("{} over {}, long tail", O::NAME, T::cuda_name());
+        compare(&what, &download(&out), &want);
+    }
+    // Overlapping segments (valid one by one): more long ones than the list holds; those
+    // that find no room are reduced by their warps, with the same bits.
+    let n = 1usize << 20;
+    let x: Vec<T> = data(n, s ^ 9);
+    let off: Vec<u64> = (0..41)
+        .map(|i| if i % 2 == 0 { 0 } else { n as u64 })
+        .collect();
+    let want: Vec<Option<O::Out>> = off
+        .windows(2)
+        .map(|w| {
+            (w[0] <= w[1])
+                .then(|| Cpu::new().reduce(&x[w[0] as usize..w[1] as usize], op).ok())
+                .flatten()
+        })
+        .collect();
+    assert_eq!(want.iter().filter(|w| w.is_some()).count(), 20);
+    let (xd, od) = (upload(g, &x), upload(g, &off));
+    let red = g
+        .segment_reducer_with::<T, O>(
+            op,
+            SegmentConfig::default().schedule(Some(Schedule::Thread)),
+        )
+        .unwrap();
+    let mut out = upload(g, &[poison::<O::Out>(); 40]);
+    red.reduce_segments_into(&xd, &od, &mut out).unwrap();
+    let got = download(&out);
+    for (i, (gv, w)) in got.iter().zip(&want).enumerate() {
+        match w {
+            Some(w) => assert!(
+                same(gv, w),
+                "{test}: overlapping segment {i}: GPU {gv:?}, CPU {w:?}"
+            ),
+            // Decreasing offsets: skipped, the output untouched.
+            None => assert!(same(gv, &poison::<O::Out>()), "{test}: segment {i} written"),
+        }
+    }
+}
+
+macro_rules! long_tail_tests {
+    ($($name:ident: $t:ty, $op:expr;)*) => {$(
+        #[test]
+        #[ignore = "needs a CUDA device"]
+        fn $name() {
+            check_long_tail::<$t, _>($op, stringify!($name));
+        }
+    )*};
+}
+
+long_tail_tests! {
+    f32_sum_long_tail_has_the_cpu_bits: f32, Sum;
+    f32_argmax_long_tail_has_the_cpu_bits: f32, ArgMax;
+    f64_meanvar_long_tail_has_the_cpu_bits: f64, MeanVar;
+    affine_f32_long_tail_keeps_its_order: Affine<f32>, Compose;
+}

@@ -500,6 +500,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                         stride: 0,
                         cols: 0,
                         out_ptr: v_out,
+                        long_hdr: 0,
                     },
                 )?;
             }
@@ -573,6 +574,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     stride: 0,
                     cols: 0,
                     out_ptr: y_ptr,
+                    long_hdr: 0,
                 },
                 kind,
             )

@@ -100,6 +100,8 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
     block: OnceLock<CudaFunction>,
     chunk_fn: OnceLock<CudaFunction>,
     combine_fn: OnceLock<CudaFunction>,
+    long_chunks_fn: OnceLock<CudaFunction>,
+    long_combine_fn: OnceLock<CudaFunction>,
     whole: OnceLock<Reducer<T, O>>,
     pub(super) runs: RunCache,
     _input: PhantomData<fn(T)>,
@@ -136,6 +138,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             block: OnceLock::new(),
             chunk_fn: OnceLock::new(),
             combine_fn: OnceLock::new(),
+            long_chunks_fn: OnceLock::new(),
+            long_combine_fn: OnceLock::new(),
             whole: OnceLock::new(),
             runs: RunCache::default(),
             _input: PhantomData,
@@ -244,6 +248,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                     stride: rows.stride as u64,
                     cols: rows.cols as u64,
                     out_ptr,
+                    long_hdr: 0,
                 },
             )
         }
@@ -296,6 +301,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                     stride: 0,
                     cols: 0,
                     out_ptr,
+                    long_hdr: 0,
                 },
             )
         }
@@ -384,20 +390,93 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             _ => self.kernel(&self.block, "cf_segment_reduce", self.config.get_block())?,
         };
         let write_empty = u32::from(!O::EMPTY_IS_ERROR);
-        // SAFETY: the caller's.
-        unsafe {
-            launch_segments(
-                &self.gpu,
-                f,
-                plan.grid,
-                self.config.get_block(),
-                &args,
-                write_empty,
-                &self.params,
-                "launching the segmented reduction kernel",
-            )
+        let block = self.config.get_block();
+        let what = "launching the segmented reduction kernel";
+        if plan.schedule != Schedule::Thread || args.off_ptr == 0 || args.n < LONG_PASS_MIN_N {
+            // SAFETY: the caller's.
+            return unsafe {
+                launch_segments(
+                    &self.gpu,
+                    f,
+                    plan.grid,
+                    block,
+                    &args,
+                    write_empty,
+                    &self.params,
+                    what,
+                )
+            };
         }
+        // Ragged offsets on the thread schedule: segments too long for a warp (a long tail of
+        // lengths) are listed for the long pass, chunks of them a block each, then a block
+        // per listed segment joining its chunks.
+        let chunks_fn = self.kernel(&self.long_chunks_fn, "cf_segment_long_chunks", block)?;
+        let combine_fn = self.kernel(&self.long_combine_fn, "cf_segment_long_combine", block)?;
+        let (entries, chunk_cap, bytes) = long_list_layout::<O::Acc>(args.n);
+        let dev = &self.gpu.inner.props;
+        let stream = &self.gpu.inner.stream;
+        let mut arena = self.gpu.inner.scratch.lock().unwrap();
+        arena.with_lease(stream, 0, bytes, |lease| {
+            let hdr = lease.plain;
+            // SAFETY: the plain region holds `bytes` >= 16: the list's two counters.
+            unsafe { cudarc::driver::result::memset_d8_async(hdr, 0, 16, stream.cu_stream()) }
+                .map_err(|e| Error::driver("clearing the long list's counters", e))?;
+            let a = SegmentArgs {
+                long_hdr: hdr,
+                ..args
+            };
+            // SAFETY: the caller's buffers; the long list has the layout the kernel derives
+            // from n (long_list_layout).
+            unsafe {
+                launch_segments(
+                    &self.gpu,
+                    f,
+                    plan.grid,
+                    block,
+                    &a,
+                    write_empty,
+                    &self.params,
+                    what,
+                )?
+            };
+            let cfg = |g: u64| LaunchConfig {
+                grid_dim: (g.max(1) as u32, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let wave = dev.sm_count as u64 * (dev.max_threads_per_sm / block).max(1) as u64;
+            let mut b = stream.launch_builder(chunks_fn);
+            b.arg(&args.x_ptr).arg(&args.n).arg(&hdr).arg(&*self.params);
+            // SAFETY: (const In*, u64 n, u64* long_hdr, OpBytes): the list the launch above
+            // filled, chunks within the listed segments of x.
+            unsafe { b.launch(cfg(wave.min(chunk_cap))) }
+                .map_err(|e| Error::driver("launching the long segments' chunk kernel", e))?;
+            let mut c = stream.launch_builder(combine_fn);
+            c.arg(&args.n)
+                .arg(&hdr)
+                .arg(&args.out_ptr)
+                .arg(&*self.params);
+            // SAFETY: (u64 n, u64* long_hdr, Out*, OpBytes): outputs of listed segments only.
+            unsafe { c.launch(cfg(wave.min(entries))) }
+                .map(|_| ())
+                .map_err(|e| Error::driver("launching the long segments' combine kernel", e))
+        })
     }
+}
+
+/// Inputs from this many elements on get the long pass in the thread schedule (below it, a
+/// segment long enough for it is short work for its warp anyway).
+const LONG_PASS_MIN_N: u64 = 1 << 20;
+
+/// The long list's entries, chunk capacity and bytes for an input of `n` elements, as
+/// kernels/segment.cuh's `cf::LongList` lays them out (counters, entries, chunk owners, then
+/// the chunk partials on a 16-byte boundary).
+fn long_list_layout<Acc>(n: u64) -> (u64, u64, usize) {
+    let entries = (n >> crate::gpu::jit::embedded::defines::CF_LONG_MIN_LOG) + 1;
+    let chunk_cap = (n >> crate::gpu::jit::embedded::defines::CF_LONG_CHUNK_MIN_LOG) + entries;
+    let head = (16 + 32 * entries + 4 * chunk_cap).next_multiple_of(16);
+    let bytes = head + chunk_cap * std::mem::size_of::<Acc>() as u64;
+    (entries, chunk_cap, bytes as usize)
 }
 
 /// Where a segment kernel reads and writes (the parameters both segment kernels share):
@@ -412,11 +491,14 @@ pub(super) struct SegmentArgs {
     pub(super) stride: u64,
     pub(super) cols: u64,
     pub(super) out_ptr: u64,
+    /// The reduction's long list in scratch memory (`cf::LongList`), or 0 for none.
+    pub(super) long_hdr: u64,
 }
 
 /// Launches a segment kernel (kernels/segment.cuh's reduction or segment_scan.cuh's scan,
 /// whose parameters are (const In*, u64 n, u64 segments, const u64* offsets, u64 stride,
-/// u64 cols, unsigned flag, Out*, OpBytes)) with `grid` blocks of `block` threads.
+/// u64 cols, unsigned flag, Out*, u64* long_hdr, OpBytes)) with `grid` blocks of `block`
+/// threads.
 ///
 /// # Safety
 ///
@@ -450,6 +532,7 @@ pub(super) unsafe fn launch_segments(
         .arg(&a.cols)
         .arg(&flag)
         .arg(&a.out_ptr)
+        .arg(&a.long_hdr)
         .arg(params);
     // SAFETY: the parameters pushed match the kernel's; the caller vouches for the buffers.
     unsafe { launch.launch(cfg) }

@@ -243,6 +243,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     stride: rows.stride as u64,
                     cols: rows.cols as u64,
                     out_ptr: y_ptr,
+                    long_hdr: 0,
                 },
                 kind,
             )
@@ -299,6 +300,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     stride: 0,
                     cols: 0,
                     out_ptr: y_ptr,
+                    long_hdr: 0,
                 },
                 kind,
             )
