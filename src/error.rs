@@ -29,6 +29,9 @@ pub enum ErrorKind {
     InvalidConfig,
     /// Reading or writing the on-disk kernel cache failed (only reported when it matters).
     Io,
+    /// A distributed call ([`crate::dist`]) could not agree: ranks disagree on the call, its
+    /// length or its operator, another rank failed, or a rank did not join in time.
+    Collective,
 }
 
 /// The error type of every fallible cufold call.

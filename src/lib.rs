@@ -102,6 +102,7 @@
 //   backend                               host data on whichever core is there
 mod backend;
 mod cpu;
+pub mod dist;
 mod element;
 mod error;
 pub mod gpu;

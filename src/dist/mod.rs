@@ -1,0 +1,589 @@
+//! Reductions and scans of an array spread over several ranks (devices, processes or
+//! threads), with the bits of one device.
+//!
+//! Each rank holds one contiguous chunk of the global array ([`ChunkLayout`]: chunks cut at
+//! multiples of a power of two). A reduction reduces each chunk as its node of the canonical
+//! tree (crate docs), exchanges the nodes (one all-gather of one accumulator per rank,
+//! [`Collective`]) and joins them as the tree's upper levels, in rank order, so any
+//! operator works, non-commutative and `#[op]` ones included, and the result is the
+//! single-device result for the same global array, for every number of ranks and every
+//! chunk size the layout allows. A scan joins the nodes of the earlier ranks into each
+//! rank's carry (the left fold of the canonical blocks before its chunk) and scans its chunk
+//! from it (and gives the prefix through a full chunk's end from the nodes, where the chunk's
+//! tree joins the blocks before it).
+//!
+//! Every call is collective and checked: before the nodes, the ranks exchange what each was
+//! asked (the call, the global length, the chunk, the operator and its parameters, its local
+//! length), so that ranks that disagree, or a rank that failed before the call, give an
+//! [`ErrorKind::Collective`] error on every rank, never a hang or a wrong answer; a rank that
+//! panics in the operator tells the others before its panic goes on.
+//!
+//! [`CpuRank`] is the CPU backend's form, on an in-process [`LocalGroup`] (one thread per
+//! rank) or any other [`Collective`]. The GPU form, with NCCL between devices, follows this
+//! module's plan and reference (see docs/ARCHITECTURE.md, "Many devices").
+//!
+//! ```
+//! use cufold::dist::{ChunkLayout, CpuRank, LocalGroup};
+//! use cufold::{ops::Sum, Cpu, ScanKind};
+//! let x: Vec<f32> = (0..1000).map(|i| (i as f32).sin()).collect();
+//! let layout = ChunkLayout::new(x.len() as u64, 3)?;
+//! let (sums, scans) = std::thread::scope(|s| {
+//!     let handles: Vec<_> = LocalGroup::new(3)
+//!         .into_iter()
+//!         .map(|comm| {
+//!             let (x, layout) = (&x, layout);
+//!             s.spawn(move || {
+//!                 let rank = CpuRank::new(Cpu::new(), comm);
+//!                 let r = layout.range(rank.rank());
+//!                 let mine = &x[r.start as usize..r.end as usize];
+//!                 let sum = rank.all_reduce(&layout, mine, Sum)?;
+//!                 let scan = rank.scan(&layout, mine, Sum, ScanKind::Inclusive)?;
+//!                 Ok::<_, cufold::Error>((sum, scan))
+//!             })
+//!         })
+//!         .collect();
+//!     let all: Vec<_> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+//!     let sums: Vec<f32> = all.iter().map(|a| a.0).collect();
+//!     let scans: Vec<f32> = all.into_iter().flat_map(|a| a.1).collect();
+//!     (sums, scans)
+//! });
+//! let one = Cpu::new().reduce(&x, Sum)?;
+//! assert!(sums.iter().all(|s| s.to_bits() == one.to_bits())); // the same bits
+//! assert_eq!(scans, Cpu::new().scan(&x, Sum, ScanKind::Inclusive)?);
+//! # Ok::<(), cufold::Error>(())
+//! ```
+
+mod group;
+mod layout;
+
+pub use group::{Collective, LocalGroup};
+pub use layout::ChunkLayout;
+
+use crate::cpu::Cpu;
+use crate::element::DeviceValue;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ops::check::{check_empty, check_scan_lengths, check_scannable};
+use crate::ops::{short_type_name, Operator};
+use crate::scan::cpu::scan_run;
+use crate::scan::ScanKind;
+use crate::tree::{fold_full, fold_levels, Leaves};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+
+/// The node of rank `rank`'s chunk, from the tree over its `local` accumulators (the
+/// canonical tree over `next_pow2(local)` positions): the right halves past the array's end
+/// are the identity up to the layout's span. `None` for a rank that holds nothing.
+pub(crate) fn chunk_node<T: DeviceValue, O: Operator<T>>(
+    op: &O,
+    layout: &ChunkLayout,
+    local: u64,
+    tree: O::Acc,
+) -> Option<O::Acc> {
+    if local == 0 {
+        return None;
+    }
+    let mut acc = tree;
+    let mut width = local.next_power_of_two();
+    while width < layout.span() {
+        acc = op.combine(acc, op.identity());
+        width *= 2;
+    }
+    Some(acc)
+}
+
+/// The whole array's tree from the ranks' nodes (`nodes[r]` for the ranks that hold
+/// something, in rank order): the canonical tree's levels above the chunks. The identity for
+/// an empty array.
+pub(crate) fn join_nodes<T: DeviceValue, O: Operator<T>>(op: &O, nodes: &[O::Acc]) -> O::Acc {
+    match nodes.len() {
+        0 => op.identity(),
+        1 => nodes[0],
+        m => fold_levels(op, &mut nodes.to_vec(), m.next_power_of_two()),
+    }
+}
+
+/// Rank `rank`'s carry: the left fold, largest first, of the trees over the aligned blocks
+/// of whole chunks that make up `[0, rank * chunk)` (`None` for rank 0). Every chunk before
+/// a rank that holds something is full, so each block's tree is a full tree of nodes.
+pub(crate) fn carry<T: DeviceValue, O: Operator<T>>(
+    op: &O,
+    nodes: &[O::Acc],
+    rank: usize,
+) -> Option<O::Acc> {
+    let mut acc: Option<O::Acc> = None;
+    let mut start = 0;
+    for bit in (0..usize::BITS).rev() {
+        let size = 1usize << bit;
+        if rank & size != 0 {
+            let block = fold_full(op, &mut nodes[start..start + size].to_vec());
+            acc = Some(match acc {
+                Some(a) => op.combine(a, block),
+                None => block,
+            });
+            start += size;
+        }
+    }
+    acc
+}
+
+/// A rank's leaves: its chunk lifted at global positions.
+struct ChunkLeaves<'a, T> {
+    x: &'a [T],
+    first: u64,
+}
+
+impl<T: DeviceValue, O: Operator<T>> Leaves<T, O> for ChunkLeaves<'_, T> {
+    fn len(&self) -> usize {
+        self.x.len()
+    }
+    fn fill(&self, op: &O, lo: usize, hi: usize, out: &mut Vec<O::Acc>) {
+        let first = self.first + lo as u64;
+        out.extend(
+            self.x[lo..hi]
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| op.lift(v, first + i as u64)),
+        );
+    }
+}
+
+/// What each rank says about a call before the nodes are exchanged.
+const HEADER: usize = 256;
+/// The words of the header before its message.
+const WORDS: usize = 8;
+const MAGIC: u64 = 0x6375_666f_6c64_0001; // "cufold", version 1
+
+/// A 64-bit FNV-1a hash, stable across processes and builds.
+fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for p in parts {
+        for &b in p.iter().chain(&[0xff]) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The operator's identity in headers: its name, the input type, the accumulator's size
+/// and its run-time parameters.
+fn op_id<T: DeviceValue, O: Operator<T>>(op: &O) -> u64 {
+    let params = op.params();
+    fnv(&[
+        O::name().as_bytes(),
+        short_type_name::<T>().as_bytes(),
+        &(std::mem::size_of::<O::Acc>() as u64).to_le_bytes(),
+        params.bytes(),
+    ])
+}
+
+/// One rank's header: the call, the layout, the operator, its chunk's length, and an error
+/// if this rank cannot take part.
+fn header(call: u64, layout: &ChunkLayout, op: u64, local: u64, failed: Option<&str>) -> Vec<u8> {
+    let words = [
+        MAGIC,
+        call,
+        layout.len(),
+        layout.chunk(),
+        layout.ranks() as u64,
+        op,
+        local,
+        failed.is_some() as u64,
+    ];
+    let mut h: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let msg = failed.unwrap_or("").as_bytes();
+    let room = HEADER - 8 * WORDS;
+    // Cut at a character boundary.
+    let mut cut = msg.len().min(room);
+    while cut > 0 && std::str::from_utf8(&msg[..cut]).is_err() {
+        cut -= 1;
+    }
+    h.extend_from_slice(&msg[..cut]);
+    h.resize(HEADER, 0);
+    h
+}
+
+fn collective(msg: String) -> Error {
+    Error::new(ErrorKind::Collective, msg)
+}
+
+/// Checks every rank's header against this rank's: the same call, layout and operator,
+/// chunks of the layout's lengths, no rank failed. Every rank sees the same headers and so
+/// reaches the same verdict.
+fn check_headers(all: &[u8], me: usize, mine: &[u8], layout: &ChunkLayout) -> Result<()> {
+    let word = |h: &[u8], i: usize| u64::from_le_bytes(h[8 * i..8 * i + 8].try_into().unwrap());
+    let heads: Vec<&[u8]> = all.chunks(HEADER).collect();
+    if heads.len() != layout.ranks() {
+        return Err(collective(format!(
+            "the layout has {} ranks but the group has {}",
+            layout.ranks(),
+            heads.len()
+        )));
+    }
+    if let Some((r, h)) = heads.iter().enumerate().find(|(_, h)| word(h, 7) != 0) {
+        let msg = String::from_utf8_lossy(&h[8 * WORDS..]);
+        return Err(collective(format!(
+            "rank {r} failed: {}",
+            msg.trim_end_matches('\0')
+        )));
+    }
+    const WHAT: [&str; 7] = [
+        "version",
+        "call",
+        "global length",
+        "chunk",
+        "number of ranks",
+        "operator (name, input type, accumulator size or parameters)",
+        "",
+    ];
+    for (r, h) in heads.iter().enumerate() {
+        for (i, what) in WHAT.iter().enumerate().take(6) {
+            if word(h, i) != word(mine, i) {
+                return Err(collective(format!(
+                    "ranks disagree on the {what}: rank {me} has {}, rank {r} has {}",
+                    word(mine, i),
+                    word(h, i)
+                )));
+            }
+        }
+        let want = layout.range(r);
+        if word(h, 6) != want.end - want.start {
+            return Err(collective(format!(
+                "rank {r} holds {} elements where the layout gives it {} (positions {}..{} of \
+                 {})",
+                word(h, 6),
+                want.end - want.start,
+                want.start,
+                want.end,
+                layout.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
+const CALL_REDUCE: u64 = 1;
+const CALL_SCAN_INCLUSIVE: u64 = 2;
+const CALL_SCAN_EXCLUSIVE: u64 = 3;
+
+/// One rank of a distributed reduction or scan on the CPU backend: a [`Cpu`] for its chunk
+/// and a [`Collective`] to the other ranks.
+///
+/// ```
+/// use cufold::dist::{ChunkLayout, CpuRank, LocalGroup};
+/// let layout = ChunkLayout::new(4, 1)?;
+/// let rank = CpuRank::new(cufold::Cpu::new(), LocalGroup::new(1).pop().unwrap());
+/// assert_eq!(rank.all_reduce(&layout, &[1u32, 2, 3, 4], cufold::ops::Sum)?, 10);
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub struct CpuRank<C: Collective> {
+    cpu: Cpu,
+    comm: C,
+}
+
+impl<C: Collective> CpuRank<C> {
+    /// A rank that reduces its chunk with `cpu` and talks to the others through `comm`.
+    ///
+    /// ```
+    /// use cufold::dist::{CpuRank, LocalGroup};
+    /// let rank = CpuRank::new(cufold::Cpu::new(), LocalGroup::new(1).pop().unwrap());
+    /// assert_eq!((rank.rank(), rank.ranks()), (0, 1));
+    /// ```
+    pub fn new(cpu: Cpu, comm: C) -> CpuRank<C> {
+        CpuRank { cpu, comm }
+    }
+
+    /// This rank.
+    ///
+    /// ```
+    /// use cufold::dist::{CpuRank, LocalGroup};
+    /// let mut g = LocalGroup::new(2);
+    /// assert_eq!(CpuRank::new(cufold::Cpu::new(), g.pop().unwrap()).rank(), 1);
+    /// ```
+    pub fn rank(&self) -> usize {
+        self.comm.rank()
+    }
+
+    /// The number of ranks.
+    ///
+    /// ```
+    /// use cufold::dist::{CpuRank, LocalGroup};
+    /// let mut g = LocalGroup::new(2);
+    /// assert_eq!(CpuRank::new(cufold::Cpu::new(), g.pop().unwrap()).ranks(), 2);
+    /// ```
+    pub fn ranks(&self) -> usize {
+        self.comm.ranks()
+    }
+
+    /// The collective this rank talks through.
+    ///
+    /// ```
+    /// use cufold::dist::{Collective, CpuRank, LocalGroup};
+    /// let rank = CpuRank::new(cufold::Cpu::new(), LocalGroup::new(1).pop().unwrap());
+    /// assert_eq!(rank.collective().ranks(), 1);
+    /// ```
+    pub fn collective(&self) -> &C {
+        &self.comm
+    }
+
+    /// The reduction of the global array, on every rank: `finish(tree, len)` with the
+    /// canonical tree over the whole array, so the bits are [`Cpu::reduce`]'s of the global
+    /// array (and the GPU's, for operators built from `+ - * /`, min, max and
+    /// comparisons). `local` is this rank's chunk, `layout.range(self.rank())`.
+    ///
+    /// Errors, on every rank alike ([`ErrorKind::Collective`]): ranks that disagree on the
+    /// layout or the operator, a chunk whose length is not the layout's, a rank that failed;
+    /// [`ErrorKind::EmptyInput`] for an empty array and an operator without an empty value.
+    ///
+    /// ```
+    /// use cufold::dist::{ChunkLayout, CpuRank, LocalGroup};
+    /// let layout = ChunkLayout::new(3, 1)?;
+    /// let rank = CpuRank::new(cufold::Cpu::new(), LocalGroup::new(1).pop().unwrap());
+    /// assert_eq!(rank.all_reduce(&layout, &[1.0f64, 2.0, 6.0], cufold::ops::Mean)?, 3.0);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn all_reduce<T: DeviceValue, O: Operator<T>>(
+        &self,
+        layout: &ChunkLayout,
+        local: &[T],
+        op: O,
+    ) -> Result<O::Out> {
+        let nodes = self.exchange_nodes(CALL_REDUCE, layout, local, &op)?;
+        check_empty::<T, O>(layout.len())?;
+        Ok(op.finish(join_nodes(&op, &nodes), layout.len()))
+    }
+
+    /// The reduction of the global array on rank `root` (`Some`), `None` on the others.
+    /// The same call on every rank, with the same `root`.
+    ///
+    /// ```
+    /// use cufold::dist::{ChunkLayout, CpuRank, LocalGroup};
+    /// let layout = ChunkLayout::new(2, 1)?;
+    /// let rank = CpuRank::new(cufold::Cpu::new(), LocalGroup::new(1).pop().unwrap());
+    /// assert_eq!(rank.reduce(0, &layout, &[5i32, -1], cufold::ops::Min)?, Some(-1));
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce<T: DeviceValue, O: Operator<T>>(
+        &self,
+        root: usize,
+        layout: &ChunkLayout,
+        local: &[T],
+        op: O,
+    ) -> Result<Option<O::Out>> {
+        if root >= self.ranks() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("root {root} of a group of {} ranks", self.ranks()),
+            ));
+        }
+        let out = self.all_reduce(layout, local, op)?;
+        Ok((self.rank() == root).then_some(out))
+    }
+
+    /// This rank's part of the scan of the global array: output `i` of `local` is the
+    /// prefix through (inclusive) or before (exclusive) global position
+    /// `layout.range(rank).start + i`, in the canonical grouping, finished with the global
+    /// count: [`Cpu::scan`]'s bits for the global array, cut to this chunk.
+    ///
+    /// ```
+    /// use cufold::dist::{ChunkLayout, CpuRank, LocalGroup};
+    /// use cufold::ScanKind;
+    /// let layout = ChunkLayout::new(3, 1)?;
+    /// let rank = CpuRank::new(cufold::Cpu::new(), LocalGroup::new(1).pop().unwrap());
+    /// let y = rank.scan(&layout, &[1u32, 2, 3], cufold::ops::Sum, ScanKind::Exclusive)?;
+    /// assert_eq!(y, [0, 1, 3]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan<T: DeviceValue, O: Operator<T>>(
+        &self,
+        layout: &ChunkLayout,
+        local: &[T],
+        op: O,
+        kind: ScanKind,
+    ) -> Result<Vec<O::Out>> {
+        let mut out = crate::scan::cpu::zeroed_vec(local.len());
+        self.scan_into(layout, local, &mut out, op, kind)?;
+        Ok(out)
+    }
+
+    /// [`CpuRank::scan`] into `out` (the length of `local`).
+    ///
+    /// ```
+    /// use cufold::dist::{ChunkLayout, CpuRank, LocalGroup};
+    /// use cufold::ScanKind;
+    /// let layout = ChunkLayout::new(3, 1)?;
+    /// let rank = CpuRank::new(cufold::Cpu::new(), LocalGroup::new(1).pop().unwrap());
+    /// let mut y = [0i64; 3];
+    /// rank.scan_into(&layout, &[1i64, 2, 3], &mut y, cufold::ops::Max, ScanKind::Inclusive)?;
+    /// assert_eq!(y, [1, 2, 3]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan_into<T: DeviceValue, O: Operator<T>>(
+        &self,
+        layout: &ChunkLayout,
+        local: &[T],
+        out: &mut [O::Out],
+        op: O,
+        kind: ScanKind,
+    ) -> Result<()> {
+        let call = match kind {
+            ScanKind::Inclusive => CALL_SCAN_INCLUSIVE,
+            ScanKind::Exclusive => CALL_SCAN_EXCLUSIVE,
+        };
+        // Problems of this rank alone are reported through the header, so that the other
+        // ranks do not wait for nodes that never come.
+        let mine = check_scannable::<T, O>().and(check_scan_lengths(local.len(), out.len()));
+        let nodes = self.exchange(call, layout, local, &op, mine.err())?;
+        let rank = self.rank();
+        if local.is_empty() {
+            return Ok(());
+        }
+        let first = layout.range(rank).start;
+        let base = carry(&op, &nodes, rank);
+        // The prefix through a full chunk's end is the next rank's carry: there the chunk's
+        // tree joins the blocks before it (the inclusive prefix of position 63 with chunks
+        // of 16 is the tree over 0..64, not the carry of 0..48 extended by 48..64).
+        let end = (local.len() as u64 == layout.chunk())
+            .then(|| carry(&op, &nodes, rank + 1).expect("a carry after a chunk"));
+        scan_run(
+            &op,
+            first as usize,
+            local.len(),
+            base,
+            end,
+            kind,
+            |i| op.lift(local[i], first + i as u64),
+            |i, v| out[i] = v,
+        );
+        Ok(())
+    }
+
+    fn exchange_nodes<T: DeviceValue, O: Operator<T>>(
+        &self,
+        call: u64,
+        layout: &ChunkLayout,
+        local: &[T],
+        op: &O,
+    ) -> Result<Vec<O::Acc>> {
+        self.exchange(call, layout, local, op, None)
+    }
+
+    /// The headers, then every holding rank's node, in rank order.
+    fn exchange<T: DeviceValue, O: Operator<T>>(
+        &self,
+        call: u64,
+        layout: &ChunkLayout,
+        local: &[T],
+        op: &O,
+        failed: Option<Error>,
+    ) -> Result<Vec<O::Acc>> {
+        let rank = self.rank();
+        let failed = failed.or_else(|| {
+            (layout.ranks() != self.ranks()).then(|| {
+                Error::new(
+                    ErrorKind::InvalidConfig,
+                    format!(
+                        "a layout over {} ranks in a group of {}",
+                        layout.ranks(),
+                        self.ranks()
+                    ),
+                )
+            })
+        });
+        let mine = header(
+            call,
+            layout,
+            op_id::<T, O>(op),
+            local.len() as u64,
+            failed.as_ref().map(|e| e.to_string()).as_deref(),
+        );
+        let all = self.comm.all_gather(&mine)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        check_headers(&all, rank, &mine, layout)?;
+
+        // The node of this chunk, or the news that this rank panicked in the operator.
+        let size = std::mem::size_of::<O::Acc>();
+        let tree = catch_unwind(AssertUnwindSafe(|| {
+            let leaves = ChunkLeaves {
+                x: local,
+                first: layout.range(rank).start,
+            };
+            chunk_node(op, layout, local.len() as u64, self.cpu.tree(op, &leaves))
+        }));
+        let mut bytes = vec![0u8; 8 + size];
+        match &tree {
+            Ok(node) => {
+                bytes[0] = node.is_some() as u8;
+                if let Some(v) = node {
+                    // SAFETY: DeviceValue types are plain bytes.
+                    let raw = unsafe {
+                        std::slice::from_raw_parts((v as *const O::Acc).cast::<u8>(), size)
+                    };
+                    bytes[8..].copy_from_slice(raw);
+                }
+            }
+            Err(_) => bytes[0] = 2,
+        }
+        let gathered = self.comm.all_gather(&bytes);
+        let node = match tree {
+            Ok(n) => n,
+            Err(panic) => resume_unwind(panic),
+        };
+        let gathered = gathered?;
+        let mut nodes = Vec::with_capacity(layout.holders());
+        for (r, b) in gathered.chunks(8 + size).enumerate() {
+            match b[0] {
+                2 => {
+                    return Err(collective(format!(
+                        "rank {r} panicked while reducing its chunk"
+                    )))
+                }
+                1 if r == rank => nodes.push(node.expect("this rank's node")),
+                1 => {
+                    // SAFETY: the bytes are an Acc's, written by a rank with the same
+                    // operator (checked in the headers); DeviceValue types have no invalid
+                    // bit patterns.
+                    nodes.push(unsafe { std::ptr::read_unaligned(b[8..].as_ptr().cast()) })
+                }
+                _ => {}
+            }
+        }
+        debug_assert_eq!(nodes.len(), layout.holders());
+        Ok(nodes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{Compose, Sum};
+
+    #[test]
+    fn headers_name_what_differs() {
+        let l = ChunkLayout::new(8, 2).unwrap();
+        let a = header(CALL_REDUCE, &l, 7, 4, None);
+        let b = header(CALL_REDUCE, &l, 8, 4, None);
+        let all = [a.clone(), b].concat();
+        let e = check_headers(&all, 0, &a, &l).unwrap_err();
+        assert!(e.to_string().contains("operator"), "{e}");
+        let c = header(CALL_REDUCE, &l, 7, 3, None);
+        let e = check_headers(&[a.clone(), c].concat(), 0, &a, &l).unwrap_err();
+        assert!(e.to_string().contains("rank 1 holds 3"), "{e}");
+        let long = "é".repeat(400);
+        let d = header(CALL_REDUCE, &l, 7, 4, Some(&long));
+        assert_eq!(d.len(), HEADER);
+        let e = check_headers(&[a.clone(), d].concat(), 0, &a, &l).unwrap_err();
+        assert!(e.to_string().starts_with("rank 1 failed: éé"), "{e}");
+    }
+
+    #[test]
+    fn operators_with_other_parameters_or_types_differ() {
+        assert_ne!(op_id::<f32, _>(&Sum), op_id::<f64, _>(&Sum));
+        assert_ne!(
+            op_id::<f32, _>(&Sum),
+            op_id::<crate::ops::Affine<f32>, _>(&Compose)
+        );
+        assert_eq!(op_id::<f32, _>(&Sum), op_id::<f32, _>(&Sum));
+    }
+}
