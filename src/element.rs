@@ -232,48 +232,62 @@ int_element!(u32, "unsigned int", u64);
 int_element!(u64, "unsigned long long", u64);
 int_element!(u8, "unsigned char", u64);
 
-/// The keys of [`Element::max_key`] and [`Element::min_key`] for a float of `width` bits
-/// with `mantissa` stored mantissa bits, as kernels/types.cuh computes them: `u` is the
-/// classic sort key (sign bit set for positives, all bits flipped for negatives), in which
-/// numbers are in order with -0 below +0, positive NaNs above +inf and negative NaNs below
-/// -inf; subtracting `C = 2^mantissa - 1` (mod 2^width) moves the negative NaNs to the top,
-/// for Max, and adding it moves the positive NaNs to the bottom, for Min.
-fn float_keys(bits: u64, width: u32, mantissa: u32) -> (u64, u64) {
-    let mask = u64::MAX >> (64 - width);
-    let top = 1u64 << (width - 1);
-    let u = if bits & top != 0 {
-        !bits & mask
-    } else {
-        bits | top
+/// The keys of [`Element::max_key`] and [`Element::min_key`] for a float whose bits are the
+/// unsigned integer type `$u` with `mantissa` stored mantissa bits, as kernels/types.cuh
+/// computes them: `u` is the classic sort key (sign bit set for positives, all bits flipped
+/// for negatives), in which numbers are in order with -0 below +0, positive NaNs above +inf
+/// and negative NaNs below -inf; subtracting `C = 2^mantissa - 1` (mod 2^width) moves the
+/// negative NaNs to the top, for Max, and adding it moves the positive NaNs to the bottom,
+/// for Min.
+///
+/// Computed in `$u` itself, not in u64: the keys are the same numbers, but a comparison of
+/// two 32-bit keys is one the compiler can put in the lanes of a vector register (the
+/// order-free CPU leaves compare eight elements at a time that way).
+macro_rules! float_key_methods {
+    ($t:ty, $u:ty) => {
+        #[inline(always)]
+        fn max_key(self) -> u64 {
+            let (max, _) = float_keys_of!(self, $t, $u);
+            max as u64
+        }
+        #[inline(always)]
+        fn min_key(self) -> u64 {
+            let (_, min) = float_keys_of!(self, $t, $u);
+            min as u64
+        }
     };
-    let c = (1u64 << mantissa) - 1;
-    (u.wrapping_sub(c) & mask, u.wrapping_add(c) & mask)
 }
 
-/// `Element::max_key` and `min_key` of a float type (f32, f64, f16, bf16), from its bits.
-macro_rules! float_key_methods {
-    ($t:ty) => {
-        fn max_key(self) -> u64 {
-            float_keys(
-                self.to_bits() as u64,
-                8 * std::mem::size_of::<Self>() as u32,
-                <$t>::MANTISSA_DIGITS - 1,
-            )
-            .0
-        }
-        fn min_key(self) -> u64 {
-            float_keys(
-                self.to_bits() as u64,
-                8 * std::mem::size_of::<Self>() as u32,
-                <$t>::MANTISSA_DIGITS - 1,
-            )
-            .1
-        }
-    };
+/// `(max_key, min_key)` of a float, in its own width (see `float_key_methods`).
+macro_rules! float_keys_of {
+    ($x:expr, $t:ty, $u:ty) => {{
+        let bits: $u = $x.to_bits();
+        let top: $u = 1 << (<$u>::BITS - 1);
+        // The sign spread over every bit, then the sign bit: flips every bit of a
+        // negative, only the sign bit of a positive.
+        let flip = ((bits as <$u as KeySigned>::S) >> (<$u>::BITS - 1)) as $u | top;
+        let u = bits ^ flip;
+        let c: $u = (1 << (<$t>::MANTISSA_DIGITS - 1)) - 1;
+        (u.wrapping_sub(c), u.wrapping_add(c))
+    }};
+}
+
+/// The signed twin of an unsigned type, for an arithmetic shift.
+trait KeySigned {
+    type S;
+}
+impl KeySigned for u16 {
+    type S = i16;
+}
+impl KeySigned for u32 {
+    type S = i32;
+}
+impl KeySigned for u64 {
+    type S = i64;
 }
 
 macro_rules! float_element {
-    ($t:ty, $cuda:expr, $wide:ty) => {
+    ($t:ty, $cuda:expr, $wide:ty, $u:ty) => {
         // SAFETY: the C++ type has the same size and alignment; every bit pattern is valid.
         unsafe impl DeviceValue for $t {
             const DENSE: bool = true;
@@ -312,7 +326,7 @@ macro_rules! float_element {
             fn from_f64(x: f64) -> Self {
                 x as $t
             }
-            float_key_methods!($t);
+            float_key_methods!($t, $u);
         }
         impl Widen for $t {
             type Wide = $wide;
@@ -323,8 +337,8 @@ macro_rules! float_element {
     };
 }
 
-float_element!(f32, "float", f64);
-float_element!(f64, "double", f64);
+float_element!(f32, "float", f64, u32);
+float_element!(f64, "double", f64, u64);
 
 macro_rules! half_element {
     ($t:ident, $cuda:expr) => {
@@ -367,7 +381,7 @@ macro_rules! half_element {
             fn from_f64(x: f64) -> Self {
                 $t::from_f64(x)
             }
-            float_key_methods!($t);
+            float_key_methods!($t, u16);
         }
         impl Widen for $t {
             type Wide = f32;
@@ -387,5 +401,56 @@ unsafe impl<T: Element, const N: usize> DeviceValue for [T; N] {
     const DENSE: bool = T::DENSE;
     fn cuda_name() -> String {
         format!("cf::Array<{}, {N}>", T::cuda_name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys as first written, in u64 for every width: the reference for the keys
+    /// computed in each type's own width.
+    fn reference_keys(bits: u64, width: u32, mantissa: u32) -> (u64, u64) {
+        let mask = u64::MAX >> (64 - width);
+        let top = 1u64 << (width - 1);
+        let u = if bits & top != 0 {
+            !bits & mask
+        } else {
+            bits | top
+        };
+        let c = (1u64 << mantissa) - 1;
+        (u.wrapping_sub(c) & mask, u.wrapping_add(c) & mask)
+    }
+
+    #[test]
+    fn float_keys_in_their_own_width_equal_the_u64_reference() {
+        for b in 0..=u16::MAX {
+            let h = f16::from_bits(b);
+            assert_eq!((h.max_key(), h.min_key()), reference_keys(b as u64, 16, 10));
+            let h = bf16::from_bits(b);
+            assert_eq!((h.max_key(), h.min_key()), reference_keys(b as u64, 16, 7));
+        }
+        // Every f32 pattern with the 16 low bits from a few fixed values, and f64 patterns
+        // from a fixed-seed mix: signs, zeros, subnormals, infinities and NaNs all occur.
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for hi in 0..=u16::MAX as u32 {
+            for lo in [0u32, 1, 0x7fff, 0xffff] {
+                let b = hi << 16 | lo;
+                let x = f32::from_bits(b);
+                assert_eq!((x.max_key(), x.min_key()), reference_keys(b as u64, 32, 23));
+            }
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            for b in [
+                s,
+                (hi as u64) << 48,
+                (hi as u64) << 48 | 1,
+                (hi as u64) << 48 | s >> 16,
+            ] {
+                let x = f64::from_bits(b);
+                assert_eq!((x.max_key(), x.min_key()), reference_keys(b, 64, 52));
+            }
+        }
     }
 }
