@@ -48,6 +48,9 @@ impl<T: DeviceValue, O: Operator<T>> Leaves<T, O> for Lifted<'_, T> {
     fn full_tree(&self, op: &O, lo: usize, len: usize, buf: &mut Vec<O::Acc>) -> O::Acc {
         // Lifted straight into the blocks of `fold_full`, not through `buf`.
         let x = &self.0[lo..lo + len];
+        if let Some(acc) = op.full_leaf(x, lo as u64) {
+            return acc;
+        }
         if O::ORDER_FREE {
             return fold_lanes(op, x, lo as u64);
         }
