@@ -120,6 +120,33 @@ pub trait Element: DeviceValue + PartialOrd + sealed::Sealed {
     /// order with `-0.0` below `0.0` and every NaN below `-inf`.
     #[doc(hidden)]
     fn min_key(self) -> u64;
+
+    /// A signed integer of the type's width, for the keys the CPU's vectorised leaves
+    /// compare (eight 32-bit keys fill a vector register where eight u64 keys would not).
+    #[doc(hidden)]
+    type LaneKey: Copy + Ord + Send + Sync + Debug + 'static;
+    /// [`max_key`](Element::max_key) in the signed order of [`LaneKey`](Element::LaneKey):
+    /// `a.max_key() < b.max_key()` exactly when `a.max_lane_key() < b.max_lane_key()`.
+    #[doc(hidden)]
+    fn max_lane_key(self) -> Self::LaneKey;
+    /// The value whose [`max_lane_key`](Element::max_lane_key) is `k` (a bijection).
+    #[doc(hidden)]
+    fn from_max_lane_key(k: Self::LaneKey) -> Self;
+    /// [`min_key`](Element::min_key) in the signed order of [`LaneKey`](Element::LaneKey).
+    #[doc(hidden)]
+    fn min_lane_key(self) -> Self::LaneKey;
+    /// The value whose [`min_lane_key`](Element::min_lane_key) is `k` (a bijection).
+    #[doc(hidden)]
+    fn from_min_lane_key(k: Self::LaneKey) -> Self;
+    /// The rank [`ArgMax`](crate::ops::ArgMax) maximises, ties going to the lowest index:
+    /// numeric order, `-0.0` equal to `0.0`, every NaN equal to every other and above all
+    /// numbers (the greatest key).
+    #[doc(hidden)]
+    fn arg_max_key(self) -> Self::LaneKey;
+    /// The rank [`ArgMin`](crate::ops::ArgMin) maximises: numeric order reversed, `-0.0`
+    /// equal to `0.0`, every NaN above all numbers.
+    #[doc(hidden)]
+    fn arg_min_key(self) -> Self::LaneKey;
 }
 
 /// An element with a wider accumulator type, for [`WideSum`](crate::ops::WideSum) and
@@ -165,7 +192,7 @@ impl Real for f64 {
 }
 
 macro_rules! int_element {
-    ($t:ty, $cuda:expr, $wide:ty) => {
+    ($t:ty, $cuda:expr, $wide:ty, $s:ty, $flip:expr) => {
         // SAFETY: the C++ type has the same size and alignment; every bit pattern is valid.
         unsafe impl DeviceValue for $t {
             const DENSE: bool = true;
@@ -216,6 +243,31 @@ macro_rules! int_element {
             fn min_key(self) -> u64 {
                 self.max_key()
             }
+            type LaneKey = $s;
+            #[inline(always)]
+            fn max_lane_key(self) -> $s {
+                (self ^ $flip) as $s
+            }
+            #[inline(always)]
+            fn from_max_lane_key(k: $s) -> Self {
+                (k as $t) ^ $flip
+            }
+            #[inline(always)]
+            fn min_lane_key(self) -> $s {
+                self.max_lane_key()
+            }
+            #[inline(always)]
+            fn from_min_lane_key(k: $s) -> Self {
+                Self::from_max_lane_key(k)
+            }
+            #[inline(always)]
+            fn arg_max_key(self) -> $s {
+                self.max_lane_key()
+            }
+            #[inline(always)]
+            fn arg_min_key(self) -> $s {
+                !self.max_lane_key()
+            }
         }
         impl Widen for $t {
             type Wide = $wide;
@@ -226,54 +278,145 @@ macro_rules! int_element {
     };
 }
 
-int_element!(i32, "int", i64);
-int_element!(i64, "long long", i64);
-int_element!(u32, "unsigned int", u64);
-int_element!(u64, "unsigned long long", u64);
-int_element!(u8, "unsigned char", u64);
+// The last two arguments: the signed type of the same width, and what to XOR the value with
+// so that the signed order of the result is the value's order (the sign bit, for unsigned).
+int_element!(i32, "int", i64, i32, 0);
+int_element!(i64, "long long", i64, i64, 0);
+int_element!(u32, "unsigned int", u64, i32, 1 << 31);
+int_element!(u64, "unsigned long long", u64, i64, 1 << 63);
+int_element!(u8, "unsigned char", u64, i8, 1 << 7);
 
-/// The keys of [`Element::max_key`] and [`Element::min_key`] for a float of `width` bits
-/// with `mantissa` stored mantissa bits, as kernels/types.cuh computes them: `u` is the
-/// classic sort key (sign bit set for positives, all bits flipped for negatives), in which
-/// numbers are in order with -0 below +0, positive NaNs above +inf and negative NaNs below
-/// -inf; subtracting `C = 2^mantissa - 1` (mod 2^width) moves the negative NaNs to the top,
-/// for Max, and adding it moves the positive NaNs to the bottom, for Min.
-fn float_keys(bits: u64, width: u32, mantissa: u32) -> (u64, u64) {
-    let mask = u64::MAX >> (64 - width);
-    let top = 1u64 << (width - 1);
-    let u = if bits & top != 0 {
-        !bits & mask
-    } else {
-        bits | top
+/// The keys of [`Element::max_key`] and [`Element::min_key`] for a float whose bits are the
+/// unsigned integer type `$u` with `mantissa` stored mantissa bits, as kernels/types.cuh
+/// computes them: `u` is the classic sort key (sign bit set for positives, all bits flipped
+/// for negatives), in which numbers are in order with -0 below +0, positive NaNs above +inf
+/// and negative NaNs below -inf; subtracting `C = 2^mantissa - 1` (mod 2^width) moves the
+/// negative NaNs to the top, for Max, and adding it moves the positive NaNs to the bottom,
+/// for Min.
+///
+/// Computed in `$u` itself, not in u64: the keys are the same numbers, but a comparison of
+/// two 32-bit keys is one the compiler can put in the lanes of a vector register (the
+/// order-free CPU leaves compare eight elements at a time that way).
+macro_rules! float_key_methods {
+    ($t:ty, $u:ty, $s:ty) => {
+        #[inline(always)]
+        fn max_key(self) -> u64 {
+            let (max, _) = float_keys_of!(self, $t, $u);
+            max as u64
+        }
+        #[inline(always)]
+        fn min_key(self) -> u64 {
+            let (_, min) = float_keys_of!(self, $t, $u);
+            min as u64
+        }
+        type LaneKey = $s;
+        // The lane keys: `su`, the bits with every bit but the sign flipped for negatives,
+        // is the classic key `u` of `float_keys_of` with its top bit flipped (so that its
+        // signed order is u's unsigned order), and a lane key is the u64 key (u - C or
+        // u + C) with its top bit flipped. `su` is an involution of the bits, which gives
+        // the inverses.
+        #[inline(always)]
+        fn max_lane_key(self) -> Self::LaneKey {
+            let (su, c) = lane_su!(self.to_bits(), $t, $u);
+            su.wrapping_sub(c)
+        }
+        #[inline(always)]
+        fn from_max_lane_key(k: Self::LaneKey) -> Self {
+            let (_, c) = lane_su!(0, $t, $u);
+            let (bits, _) = lane_su!(k.wrapping_add(c) as $u, $t, $u);
+            Self::from_bits(bits as $u)
+        }
+        #[inline(always)]
+        fn min_lane_key(self) -> Self::LaneKey {
+            let (su, c) = lane_su!(self.to_bits(), $t, $u);
+            su.wrapping_add(c)
+        }
+        #[inline(always)]
+        fn from_min_lane_key(k: Self::LaneKey) -> Self {
+            let (_, c) = lane_su!(0, $t, $u);
+            let (bits, _) = lane_su!(k.wrapping_sub(c) as $u, $t, $u);
+            Self::from_bits(bits as $u)
+        }
+        #[inline(always)]
+        fn arg_max_key(self) -> Self::LaneKey {
+            let (su, nan) = arg_su!(self.to_bits(), $t, $u);
+            if nan {
+                <Self::LaneKey>::MAX
+            } else {
+                su
+            }
+        }
+        #[inline(always)]
+        fn arg_min_key(self) -> Self::LaneKey {
+            let (su, nan) = arg_su!(self.to_bits(), $t, $u);
+            if nan {
+                <Self::LaneKey>::MAX
+            } else {
+                !su
+            }
+        }
     };
-    let c = (1u64 << mantissa) - 1;
-    (u.wrapping_sub(c) & mask, u.wrapping_add(c) & mask)
 }
 
-/// `Element::max_key` and `min_key` of a float type (f32, f64, f16, bf16), from its bits.
-macro_rules! float_key_methods {
-    ($t:ty) => {
-        fn max_key(self) -> u64 {
-            float_keys(
-                self.to_bits() as u64,
-                8 * std::mem::size_of::<Self>() as u32,
-                <$t>::MANTISSA_DIGITS - 1,
-            )
-            .0
-        }
-        fn min_key(self) -> u64 {
-            float_keys(
-                self.to_bits() as u64,
-                8 * std::mem::size_of::<Self>() as u32,
-                <$t>::MANTISSA_DIGITS - 1,
-            )
-            .1
-        }
-    };
+/// `(su, C)` for the float bits `$b` (of the unsigned type `$u`): `su` the bits as a signed
+/// integer in numeric order (every bit but the sign flipped for negatives: -0 just below
+/// +0, positive NaNs above +inf, negative ones below -inf), `C = 2^mantissa - 1`.
+macro_rules! lane_su {
+    ($b:expr, $t:ty, $u:ty) => {{
+        let b: $u = $b;
+        let s = (b as <$u as KeySigned>::S) >> (<$u>::BITS - 1);
+        let su = (b ^ ((s as $u) >> 1)) as <$u as KeySigned>::S;
+        let c = ((1 as $u) << (<$t>::MANTISSA_DIGITS - 1)) - 1;
+        (su, c as <$u as KeySigned>::S)
+    }};
+}
+
+/// `(su, is NaN)` for the float bits `$b` with `-0.0` taken as `0.0` (see `lane_su`).
+macro_rules! arg_su {
+    ($b:expr, $t:ty, $u:ty) => {{
+        let b: $u = $b;
+        let top: $u = 1 << (<$u>::BITS - 1);
+        let (_, c) = lane_su!(0, $t, $u);
+        // The exponent bits all set: the bits of +inf; anything above (without the sign)
+        // is a NaN.
+        let inf = !top & !(c as $u);
+        let nan = b & !top > inf;
+        let b = if b << 1 == 0 { 0 } else { b };
+        let (su, _) = lane_su!(b, $t, $u);
+        (su, nan)
+    }};
+}
+
+/// `(max_key, min_key)` of a float, in its own width (see `float_key_methods`).
+macro_rules! float_keys_of {
+    ($x:expr, $t:ty, $u:ty) => {{
+        let bits: $u = $x.to_bits();
+        let top: $u = 1 << (<$u>::BITS - 1);
+        // The sign spread over every bit, then the sign bit: flips every bit of a
+        // negative, only the sign bit of a positive.
+        let flip = ((bits as <$u as KeySigned>::S) >> (<$u>::BITS - 1)) as $u | top;
+        let u = bits ^ flip;
+        let c: $u = (1 << (<$t>::MANTISSA_DIGITS - 1)) - 1;
+        (u.wrapping_sub(c), u.wrapping_add(c))
+    }};
+}
+
+/// The signed twin of an unsigned type, for an arithmetic shift.
+trait KeySigned {
+    type S;
+}
+impl KeySigned for u16 {
+    type S = i16;
+}
+impl KeySigned for u32 {
+    type S = i32;
+}
+impl KeySigned for u64 {
+    type S = i64;
 }
 
 macro_rules! float_element {
-    ($t:ty, $cuda:expr, $wide:ty) => {
+    ($t:ty, $cuda:expr, $wide:ty, $u:ty, $s:ty) => {
         // SAFETY: the C++ type has the same size and alignment; every bit pattern is valid.
         unsafe impl DeviceValue for $t {
             const DENSE: bool = true;
@@ -312,7 +455,7 @@ macro_rules! float_element {
             fn from_f64(x: f64) -> Self {
                 x as $t
             }
-            float_key_methods!($t);
+            float_key_methods!($t, $u, $s);
         }
         impl Widen for $t {
             type Wide = $wide;
@@ -323,8 +466,8 @@ macro_rules! float_element {
     };
 }
 
-float_element!(f32, "float", f64);
-float_element!(f64, "double", f64);
+float_element!(f32, "float", f64, u32, i32);
+float_element!(f64, "double", f64, u64, i64);
 
 macro_rules! half_element {
     ($t:ident, $cuda:expr) => {
@@ -367,7 +510,7 @@ macro_rules! half_element {
             fn from_f64(x: f64) -> Self {
                 $t::from_f64(x)
             }
-            float_key_methods!($t);
+            float_key_methods!($t, u16, i16);
         }
         impl Widen for $t {
             type Wide = f32;
@@ -387,5 +530,149 @@ unsafe impl<T: Element, const N: usize> DeviceValue for [T; N] {
     const DENSE: bool = T::DENSE;
     fn cuda_name() -> String {
         format!("cf::Array<{}, {N}>", T::cuda_name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys as first written, in u64 for every width: the reference for the keys
+    /// computed in each type's own width.
+    fn reference_keys(bits: u64, width: u32, mantissa: u32) -> (u64, u64) {
+        let mask = u64::MAX >> (64 - width);
+        let top = 1u64 << (width - 1);
+        let u = if bits & top != 0 {
+            !bits & mask
+        } else {
+            bits | top
+        };
+        let c = (1u64 << mantissa) - 1;
+        (u.wrapping_sub(c) & mask, u.wrapping_add(c) & mask)
+    }
+
+    /// The lane keys of `x`: the u64 keys with the top bit of their width flipped, inverses
+    /// that give back `x`'s bits, and arg- keys that rank as `ArgMax` and `ArgMin` do.
+    fn check_lane_keys<T: Element>(
+        x: T,
+        width: u32,
+        bits: impl Fn(T) -> u64,
+        key: impl Fn(T::LaneKey) -> u64,
+    ) {
+        if T::IS_FLOAT {
+            let top = 1u64 << (width - 1);
+            assert_eq!(key(x.max_lane_key()) ^ top, x.max_key(), "{x:?}");
+            assert_eq!(key(x.min_lane_key()) ^ top, x.min_key(), "{x:?}");
+        }
+        assert_eq!(bits(T::from_max_lane_key(x.max_lane_key())), bits(x));
+        assert_eq!(bits(T::from_min_lane_key(x.min_lane_key())), bits(x));
+        // Against a few values that tell ranks apart.
+        let probes = [
+            -2.0,
+            -0.0,
+            0.0,
+            1.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        for p in probes.map(T::from_f64) {
+            let rank = |a: T, b: T| -> std::cmp::Ordering {
+                match (a.is_nan_value(), b.is_nan_value()) {
+                    (true, true) => std::cmp::Ordering::Equal,
+                    (true, false) => std::cmp::Ordering::Greater,
+                    (false, true) => std::cmp::Ordering::Less,
+                    _ => a.partial_cmp(&b).expect("numbers"),
+                }
+            };
+            assert_eq!(
+                x.arg_max_key().cmp(&p.arg_max_key()),
+                rank(x, p),
+                "{x:?} {p:?}"
+            );
+            let reversed = match (x.is_nan_value(), p.is_nan_value()) {
+                (false, false) => rank(p, x),
+                _ => rank(x, p),
+            };
+            assert_eq!(
+                x.arg_min_key().cmp(&p.arg_min_key()),
+                reversed,
+                "{x:?} {p:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn lane_keys_are_the_u64_keys_in_signed_order() {
+        for b in 0..=u16::MAX {
+            check_lane_keys(
+                f16::from_bits(b),
+                16,
+                |v| v.to_bits() as u64,
+                |k| k as u16 as u64,
+            );
+            check_lane_keys(
+                bf16::from_bits(b),
+                16,
+                |v| v.to_bits() as u64,
+                |k| k as u16 as u64,
+            );
+        }
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        for hi in 0..=u16::MAX as u32 {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            for b in [hi << 16, hi << 16 | 1, hi << 16 | 0xffff, (s >> 32) as u32] {
+                check_lane_keys(
+                    f32::from_bits(b),
+                    32,
+                    |v| v.to_bits() as u64,
+                    |k| k as u32 as u64,
+                );
+                check_lane_keys(b, 32, |v| v as u64, |k| k as u32 as u64);
+                check_lane_keys(b as i32, 32, |v| v as u32 as u64, |k| k as u32 as u64);
+            }
+            for b in [(hi as u64) << 48, (hi as u64) << 48 | 1, s] {
+                check_lane_keys(f64::from_bits(b), 64, |v| v.to_bits(), |k| k as u64);
+                check_lane_keys(b, 64, |v| v, |k| k as u64);
+                check_lane_keys(b as i64, 64, |v| v as u64, |k| k as u64);
+            }
+        }
+        for b in 0..=u8::MAX {
+            check_lane_keys(b, 8, |v| v as u64, |k| k as u8 as u64);
+        }
+    }
+
+    #[test]
+    fn float_keys_in_their_own_width_equal_the_u64_reference() {
+        for b in 0..=u16::MAX {
+            let h = f16::from_bits(b);
+            assert_eq!((h.max_key(), h.min_key()), reference_keys(b as u64, 16, 10));
+            let h = bf16::from_bits(b);
+            assert_eq!((h.max_key(), h.min_key()), reference_keys(b as u64, 16, 7));
+        }
+        // Every f32 pattern with the 16 low bits from a few fixed values, and f64 patterns
+        // from a fixed-seed mix: signs, zeros, subnormals, infinities and NaNs all occur.
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for hi in 0..=u16::MAX as u32 {
+            for lo in [0u32, 1, 0x7fff, 0xffff] {
+                let b = hi << 16 | lo;
+                let x = f32::from_bits(b);
+                assert_eq!((x.max_key(), x.min_key()), reference_keys(b as u64, 32, 23));
+            }
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            for b in [
+                s,
+                (hi as u64) << 48,
+                (hi as u64) << 48 | 1,
+                (hi as u64) << 48 | s >> 16,
+            ] {
+                let x = f64::from_bits(b);
+                assert_eq!((x.max_key(), x.min_key()), reference_keys(b, 64, 52));
+            }
+        }
     }
 }

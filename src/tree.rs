@@ -48,23 +48,58 @@ impl<T: DeviceValue, O: Operator<T>> Leaves<T, O> for Lifted<'_, T> {
     fn full_tree(&self, op: &O, lo: usize, len: usize, buf: &mut Vec<O::Acc>) -> O::Acc {
         // Lifted straight into the blocks of `fold_full`, not through `buf`.
         let x = &self.0[lo..lo + len];
+        if let Some(acc) = op.full_leaf(x, lo as u64) {
+            return acc;
+        }
         if O::ORDER_FREE {
             return fold_lanes(op, x, lo as u64);
         }
-        if len < BLOCK {
-            buf.clear();
-            self.fill(op, lo, lo + len, buf);
-            return fold_full(op, buf);
+        if len == 1 {
+            return op.lift(x[0], lo as u64);
         }
-        buf.clear();
-        buf.extend(x.chunks_exact(BLOCK).enumerate().map(|(b, xs)| {
-            let first = (lo + b * BLOCK) as u64;
-            fold_block(
-                op,
-                std::array::from_fn(|k| op.lift(xs[k], first + k as u64)),
-            )
-        }));
-        fold_full(op, buf)
+        // The tree level by level, each level a pass over the one below: the first lifts
+        // and joins neighbours of `x`, the next ones join neighbours of the level below,
+        // all stored one after the other in `buf` (`len - 1` nodes). A pass is a loop
+        // with no dependency between its iterations, which the compiler puts in the lanes
+        // of vector registers; every node is `combine_full` of its two children, as in
+        // `fold_full`, so the bits are the tree's.
+        if buf.len() < len {
+            buf.resize(len, op.identity());
+        }
+        let first = lo as u64;
+        let (level, rest) = buf.split_at_mut(len / 2);
+        for (k, (o, p)) in level.iter_mut().zip(x.chunks_exact(2)).enumerate() {
+            let i = first + 2 * k as u64;
+            *o = op.combine_full(op.lift(p[0], i), op.lift(p[1], i + 1));
+        }
+        levels_above(op, level, rest)
+    }
+}
+
+/// The levels of a full tree above `below` (a power-of-two count), stored in `rest`.
+#[inline(always)]
+fn levels_above<T: DeviceValue, O: Operator<T>>(
+    op: &O,
+    below: &[O::Acc],
+    mut rest: &mut [O::Acc],
+) -> O::Acc {
+    let mut below = below;
+    while below.len() > 1 {
+        let (level, next) = rest.split_at_mut(below.len() / 2);
+        pairs(op, below, level);
+        below = level;
+        rest = next;
+    }
+    below[0]
+}
+
+/// One level of a full tree: `dst[i]` joins `src[2i]` and `src[2i + 1]`. A function of its
+/// own, not inlined: its slice parameters tell the compiler that `src` and `dst` do not
+/// overlap, and the loop is vectorised (inlined into the loop over levels it stayed scalar).
+#[inline(never)]
+fn pairs<T: DeviceValue, O: Operator<T>>(op: &O, src: &[O::Acc], dst: &mut [O::Acc]) {
+    for (o, p) in dst.iter_mut().zip(src.chunks_exact(2)) {
+        *o = op.combine_full(p[0], p[1]);
     }
 }
 

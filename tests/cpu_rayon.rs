@@ -347,3 +347,121 @@ fn fast_leaves_have_the_bits_of_the_plain_tree() {
         }
     }
 }
+
+/// Exact bits of an element, NaN payloads included (the selecting operators return one of
+/// their inputs, so even which NaN comes back is fixed).
+trait Raw: Copy {
+    fn raw(self) -> u64;
+}
+macro_rules! raw {
+    (int $($t:ty),*) => {$(impl Raw for $t { fn raw(self) -> u64 { self as u64 } })*};
+    (float $($t:ty),*) => {$(impl Raw for $t { fn raw(self) -> u64 { self.to_bits() as u64 } })*};
+}
+raw!(int i32, i64, u32, u64, u8);
+raw!(float f32, f64, cufold::f16, cufold::bf16);
+
+/// The vectorised leaves (lanes of keys for Min, Max, MinMax, ArgMin, ArgMax; level passes
+/// for Sum and Prod) against the plain tree, for one element type: every size up to 48
+/// (the lane boundaries), the sizes around a leaf (4096) and a few past it, on one thread
+/// and on three, with `specials` (NaNs of both signs and several payloads, signed zeros,
+/// infinities, the extremes) and ties (repeated values) sprinkled in.
+fn check_leaves<T: cufold::Element + Gen + Raw + Bits>(specials: &[T]) {
+    let s = seed(&format!("vectorised_leaves {}", T::NAME));
+    let sizes = (1..=48).chain([63, 64, 65, 4095, 4096, 4097, 8208, 12321, 70_001]);
+    for n in sizes {
+        for density in [0, 3, n / 4 + 1] {
+            let mut x: Vec<T> = data(n, s ^ (n as u64) << 8 ^ density as u64);
+            let mut rng = Rng(s ^ n as u64 ^ (density as u64) << 32);
+            for _ in 0..density {
+                let i = rng.next() as usize % n;
+                x[i] = if rng.next() % 2 == 0 {
+                    specials[rng.next() as usize % specials.len()]
+                } else {
+                    x[rng.next() as usize % n] // a tie with another position
+                };
+            }
+            for threads in [1, 3] {
+                let cpu = Cpu::with_threads(threads);
+                let what = format!("{} n = {n}, {density} specials, {threads} threads", T::NAME);
+                let (g, w) = (cpu.reduce_acc(&x, Max), naive(&Max, &x));
+                assert_eq!(g.raw(), w.raw(), "Max {what}: {g:?} vs {w:?}");
+                let (g, w) = (cpu.reduce_acc(&x, Min), naive(&Min, &x));
+                assert_eq!(g.raw(), w.raw(), "Min {what}: {g:?} vs {w:?}");
+                let (g, w) = (cpu.reduce_acc(&x, MinMax), naive(&MinMax, &x));
+                assert_eq!(
+                    (g.min.raw(), g.max.raw()),
+                    (w.min.raw(), w.max.raw()),
+                    "MinMax {what}: {g:?} vs {w:?}"
+                );
+                let (g, w) = (cpu.reduce_acc(&x, ArgMax), naive(&ArgMax, &x));
+                assert_eq!(
+                    (g.value.raw(), g.index),
+                    (w.value.raw(), w.index),
+                    "ArgMax {what}: {g:?} vs {w:?}"
+                );
+                let (g, w) = (cpu.reduce_acc(&x, ArgMin), naive(&ArgMin, &x));
+                assert_eq!(
+                    (g.value.raw(), g.index),
+                    (w.value.raw(), w.index),
+                    "ArgMin {what}: {g:?} vs {w:?}"
+                );
+                // Arithmetic: which NaN an operation returns is not specified by Rust.
+                let (g, w) = (cpu.reduce_acc(&x, Sum), naive(&Sum, &x));
+                assert_eq!(g.bits(), w.bits(), "Sum {what}: {g:?} vs {w:?}");
+                let (g, w) = (cpu.reduce_acc(&x, Prod), naive(&Prod, &x));
+                assert_eq!(g.bits(), w.bits(), "Prod {what}: {g:?} vs {w:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn vectorised_leaves_have_the_bits_of_the_plain_tree_for_every_type() {
+    fn floats<T: cufold::Element>(nan_bits: &[u64], from_bits: impl Fn(u64) -> T) -> Vec<T> {
+        let mut v: Vec<T> = [
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MAX,
+            -f64::MAX,
+            1.0,
+            -1.0,
+            5e-324,
+        ]
+        .map(T::from_f64)
+        .to_vec();
+        v.extend(nan_bits.iter().map(|&b| from_bits(b)));
+        v
+    }
+    check_leaves(&floats(
+        &[
+            0x7fc0_0000,
+            0xffc0_0000,
+            0x7f80_0001,
+            0xff80_0123,
+            0x7fff_ffff,
+        ],
+        |b| f32::from_bits(b as u32),
+    ));
+    check_leaves(&floats(
+        &[
+            0x7ff8_0000_0000_0000,
+            0xfff8_0000_0000_0000,
+            0x7ff0_0000_0000_0001,
+            0xfff0_0000_0000_0abc,
+        ],
+        f64::from_bits,
+    ));
+    check_leaves(&floats(&[0x7e00, 0xfe00, 0x7c01, 0xfc33], |b| {
+        cufold::f16::from_bits(b as u16)
+    }));
+    check_leaves(&floats(&[0x7fc0, 0xffc0, 0x7f81, 0xff93], |b| {
+        cufold::bf16::from_bits(b as u16)
+    }));
+    check_leaves(&[i32::MIN, i32::MAX, 0, -1, 1]);
+    check_leaves(&[i64::MIN, i64::MAX, 0, -1, 1]);
+    check_leaves(&[u32::MAX, 0, 1, 1 << 31, (1 << 31) - 1]);
+    check_leaves(&[u64::MAX, 0, 1, 1 << 63, (1 << 63) - 1]);
+    check_leaves(&[u8::MAX, 0, 1, 128, 127]);
+}

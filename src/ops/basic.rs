@@ -1,5 +1,6 @@
 //! Sums, products, extremes and their indices.
 
+use super::lanes::{arg_best, extreme_key, min_max_keys};
 use super::{device_struct, max2, min2, CudaOp, Operator};
 use crate::element::{Element, Widen};
 
@@ -132,6 +133,13 @@ impl<T: Element> Operator<T> for Min {
     fn combine(&self, a: T, b: T) -> T {
         min2(a, b)
     }
+    #[inline(always)]
+    fn full_leaf(&self, xs: &[T], _: u64) -> Option<T> {
+        Some(T::from_min_lane_key(extreme_key::<T, false>(
+            xs,
+            T::min_lane_key,
+        )))
+    }
     fn finish(&self, acc: T, _: u64) -> T {
         acc
     }
@@ -165,6 +173,13 @@ impl<T: Element> Operator<T> for Max {
     }
     fn combine(&self, a: T, b: T) -> T {
         max2(a, b)
+    }
+    #[inline(always)]
+    fn full_leaf(&self, xs: &[T], _: u64) -> Option<T> {
+        Some(T::from_max_lane_key(extreme_key::<T, true>(
+            xs,
+            T::max_lane_key,
+        )))
     }
     fn finish(&self, acc: T, _: u64) -> T {
         acc
@@ -222,6 +237,14 @@ impl<T: Element> Operator<T> for MinMax {
             min: min2(a.min, b.min),
             max: max2(a.max, b.max),
         }
+    }
+    #[inline(always)]
+    fn full_leaf(&self, xs: &[T], _: u64) -> Option<Self::Acc> {
+        let (lo, hi) = min_max_keys(xs);
+        Some(MinMaxValue {
+            min: T::from_min_lane_key(lo),
+            max: T::from_max_lane_key(hi),
+        })
     }
     fn finish(&self, acc: Self::Acc, _: u64) -> Self::Out {
         acc
@@ -311,6 +334,18 @@ macro_rules! arg_op {
             }
             fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc {
                 arg_combine(a, b, $max)
+            }
+            #[inline(always)]
+            fn full_leaf(&self, xs: &[T], first: u64) -> Option<Self::Acc> {
+                let at = if $max {
+                    arg_best(xs, T::arg_max_key)
+                } else {
+                    arg_best(xs, T::arg_min_key)
+                };
+                Some(Indexed {
+                    value: xs[at],
+                    index: first + at as u64,
+                })
             }
             fn finish(&self, acc: Self::Acc, _: u64) -> Self::Out {
                 acc

@@ -50,6 +50,7 @@ use crate::element::{DeviceValue, Element};
 
 mod basic;
 pub(crate) mod check;
+mod lanes;
 mod mapped;
 mod ordered;
 mod params;
@@ -179,6 +180,18 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     #[inline(always)]
     fn combine_full(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc {
         self.combine(a, b)
+    }
+    /// Hidden: the tree over `xs`, whose count is a power of two (at most 4096) and whose
+    /// positions are `first..` and all present, computed by a leaf of the operator's own
+    /// (vectorisable: the built-in operators' lanes), or `None` for the generic leaf. It must
+    /// return the bits of the canonical tree over `lift(xs[i], first + i)` with
+    /// `combine_full` (for an order-free operator, of any grouping). The CPU backend calls
+    /// it for each full leaf of a reduction; the default is `None`.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn full_leaf(&self, xs: &[In], first: u64) -> Option<Self::Acc> {
+        let _ = (xs, first);
+        None
     }
     /// The output for the accumulator of all `n` elements.
     fn finish(&self, acc: Self::Acc, n: u64) -> Self::Out;
