@@ -21,72 +21,79 @@ use cufold::{Cpu, DeviceValue, Gpu, ScanAlgorithm, ScanKind};
 mod common;
 use common::{generate, median_ms, Data};
 
-struct Args {
-    ops: Vec<String>,
-    dtypes: Vec<String>,
-    log2: Vec<u32>,
-    algos: Vec<ScanAlgorithm>,
-    blocks: Vec<u32>,
-    bytes: Vec<u32>,
-    staging: Vec<bool>,
-    reps: usize,
-    json: Option<String>,
+const ALL_OPS: &str = "cumsum,affine";
+const ALL_DTYPES: &str = "f32,f64,i32";
+
+/// A block-level scan algorithm, as the command line names it.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Algo {
+    Warp,
+    Blelloch,
+    Hillis,
 }
 
-fn list<T: std::str::FromStr>(s: &str, what: &str) -> Vec<T> {
-    s.split(',')
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{what} takes a list of integers"))
-        })
-        .collect()
-}
-
-fn parse() -> Args {
-    let mut a = Args {
-        ops: vec!["cumsum".into(), "affine".into()],
-        dtypes: vec!["f32".into(), "f64".into(), "i32".into()],
-        log2: vec![20, 24, 28],
-        algos: vec![ScanAlgorithm::default()],
-        blocks: vec![ScanConfig::default().get_block()],
-        bytes: vec![ScanConfig::default().get_bytes_per_thread()],
-        staging: vec![ScanConfig::default().get_staging()],
-        reps: 50,
-        json: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(k) = it.next() {
-        let mut v = || it.next().unwrap_or_else(|| panic!("{k} needs a value"));
-        match k.as_str() {
-            "--ops" => a.ops = v().split(',').map(String::from).collect(),
-            "--dtypes" => a.dtypes = v().split(',').map(String::from).collect(),
-            "--log2" => a.log2 = list(&v(), "--log2"),
-            "--blocks" => a.blocks = list(&v(), "--blocks"),
-            "--bytes" => a.bytes = list(&v(), "--bytes"),
-            "--staging" => {
-                a.staging = list::<u8>(&v(), "--staging")
-                    .iter()
-                    .map(|&b| b != 0)
-                    .collect()
-            }
-            "--algos" => {
-                a.algos = v()
-                    .split(',')
-                    .map(|s| match s {
-                        "warp" => ScanAlgorithm::WarpShuffle,
-                        "blelloch" => ScanAlgorithm::Blelloch,
-                        "hillis" => ScanAlgorithm::HillisSteele,
-                        other => panic!("unknown algorithm {other}: warp, blelloch or hillis"),
-                    })
-                    .collect()
-            }
-            "--reps" => a.reps = v().parse().expect("--reps takes an integer"),
-            "--json" => a.json = Some(v()),
-            "--bench" => {} // passed by `cargo bench`
-            other => panic!("unknown argument {other}"),
+impl Algo {
+    fn of(a: ScanAlgorithm) -> Algo {
+        match a {
+            ScanAlgorithm::WarpShuffle => Algo::Warp,
+            ScanAlgorithm::Blelloch => Algo::Blelloch,
+            ScanAlgorithm::HillisSteele => Algo::Hillis,
         }
     }
-    a
+
+    fn get(self) -> ScanAlgorithm {
+        match self {
+            Algo::Warp => ScanAlgorithm::WarpShuffle,
+            Algo::Blelloch => ScanAlgorithm::Blelloch,
+            Algo::Hillis => ScanAlgorithm::HillisSteele,
+        }
+    }
+}
+
+/// GPU inclusive-scan throughput (GB/s of 2 x N x element size), each result checked bit for
+/// bit against the CPU backend before timing. Lists are comma-separated; several algorithms,
+/// blocks, bytes or staging choices make a sweep over every combination.
+// Each list is one value (`action = Set`) and `args_override_self` lets a flag repeat: the
+// last occurrence wins, as it did with the hand-written parser this replaced.
+#[derive(clap::Parser, Debug)]
+#[command(name = "gpu_scan", bin_name = "gpu_scan", args_override_self = true)]
+struct Args {
+    /// The scans (affine: f32 and f64 only; other types are skipped).
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = ALL_OPS,
+          value_parser = clap::builder::PossibleValuesParser::new(ALL_OPS.split(',')))]
+    ops: Vec<String>,
+    /// The element types.
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = ALL_DTYPES,
+          value_parser = clap::builder::PossibleValuesParser::new(ALL_DTYPES.split(',')))]
+    dtypes: Vec<String>,
+    /// log2 of the input sizes.
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = "20,24,28")]
+    log2: Vec<u32>,
+    /// The block-level algorithms.
+    #[arg(long, value_enum, value_delimiter = ',', action = clap::ArgAction::Set,
+          default_values_t = [Algo::of(ScanAlgorithm::default())])]
+    algos: Vec<Algo>,
+    /// Threads per block.
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
+          default_values_t = [ScanConfig::default().get_block()])]
+    blocks: Vec<u32>,
+    /// Input bytes per thread per tile.
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
+          default_values_t = [ScanConfig::default().get_bytes_per_thread()])]
+    bytes: Vec<u32>,
+    /// Staging through shared memory: 1 (on) or 0 (off); any non-zero value is on.
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
+          default_values_t = [ScanConfig::default().get_staging() as u8])]
+    staging: Vec<u8>,
+    /// Event-timed launches per measurement (the median is reported).
+    #[arg(long, default_value_t = 50)]
+    reps: usize,
+    /// Write the rows as JSON here.
+    #[arg(long)]
+    json: Option<String>,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -152,12 +159,12 @@ fn run<T: Data, O: Operator<T>>(
         let host = generate::<T>(n, 0x5eed ^ lg as u64);
         let want = Cpu::new().scan(&host, op, ScanKind::Inclusive)?;
         let x = base.stream().clone_htod(&host)?;
-        for &algo in &a.algos {
+        for algo in a.algos.iter().map(|a| a.get()) {
             for &block in &a.blocks {
-                for (&bytes, &staging) in a
+                for (&bytes, staging) in a
                     .bytes
                     .iter()
-                    .flat_map(|b| a.staging.iter().map(move |s| (b, s)))
+                    .flat_map(|b| a.staging.iter().map(move |&s| (b, s != 0)))
                 {
                     let config = ScanConfig::default()
                         .algorithm(algo)
@@ -194,7 +201,7 @@ fn run<T: Data, O: Operator<T>>(
 }
 
 fn main() -> Res<()> {
-    let a = parse();
+    let a = <Args as clap::Parser>::parse();
     let gpu = match Gpu::open(0) {
         Ok(g) => g,
         Err(e) => {

@@ -25,6 +25,40 @@ use cufold::{Cpu, Gpu, ScanKind};
 mod common;
 use common::median_ms;
 
+const ALL_SHAPES: &str = "short,square,long,powerlaw";
+const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key";
+
+/// GPU segmented reductions and scans across shapes, GB/s of compulsory traffic, each result
+/// checked bit for bit against the CPU backend before timing. Lists are comma-separated.
+// Each list is one value (`action = Set`) and `args_override_self` lets a flag repeat: the
+// last occurrence wins, as it did with the hand-written parser this replaced.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "gpu_segment",
+    bin_name = "gpu_segment",
+    args_override_self = true
+)]
+struct Args {
+    /// The shapes: 2^24 short ragged segments, a 2^14 x 2^14 matrix's rows, 16 rows of 2^24,
+    /// power-law ragged lengths.
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = ALL_SHAPES,
+          value_parser = clap::builder::PossibleValuesParser::new(ALL_SHAPES.split(',')))]
+    shapes: Vec<String>,
+    /// The operations (cumsum: the segmented inclusive scan; sum_by_key: reduce_by_key).
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = "sum,max,argmax",
+          value_parser = clap::builder::PossibleValuesParser::new(ALL_OPS.split(',')))]
+    ops: Vec<String>,
+    /// Event-timed launches per measurement (the median is reported).
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Write the rows as JSON here.
+    #[arg(long)]
+    json: Option<String>,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// A shape: rows of a packed matrix, or CSR offsets.
@@ -283,24 +317,13 @@ fn run_sum_by_key(
 }
 
 fn main() -> Res<()> {
-    let mut shapes = vec!["short", "square", "long", "powerlaw"]
-        .into_iter()
-        .map(String::from)
-        .collect::<Vec<_>>();
-    let mut ops = vec!["sum".to_string(), "max".into(), "argmax".into()];
-    let (mut reps, mut json) = (20usize, None::<String>);
-    let mut it = std::env::args().skip(1);
-    while let Some(k) = it.next() {
-        let mut v = || it.next().unwrap_or_else(|| panic!("{k} needs a value"));
-        match k.as_str() {
-            "--shapes" => shapes = v().split(',').map(String::from).collect(),
-            "--ops" => ops = v().split(',').map(String::from).collect(),
-            "--reps" => reps = v().parse().expect("--reps takes an integer"),
-            "--json" => json = Some(v()),
-            "--bench" => {}
-            other => panic!("unknown argument {other}"),
-        }
-    }
+    let Args {
+        shapes,
+        ops,
+        reps,
+        json,
+        ..
+    } = <Args as clap::Parser>::parse();
     let gpu = match Gpu::open(0) {
         Ok(g) => g,
         Err(e) => {

@@ -88,6 +88,9 @@ mod sealed {
 /// assert!(f32::NAN.is_nan_value());
 /// assert_eq!(<u8 as Element>::NAME, "u8");
 /// ```
+// Not num-traits' Zero/One/Bounded/Float/NumCast: their meanings differ where it matters
+// (wrapping, infinite identities, saturation, NaN for integers); docs/ARCHITECTURE.md,
+// "Element types and num-traits", says precisely how.
 pub trait Element: DeviceValue + PartialOrd + sealed::Sealed {
     /// The Rust name of the type, for messages and tables.
     const NAME: &'static str;

@@ -1,6 +1,6 @@
 //! Shared by the GPU benches and the examples (which include it by path): sample data from a
 //! seed, generated on all cores with rand's portable ChaCha8 (so a printed seed reproduces
-//! the data on every machine, whatever its core count), and CUDA-event timing.
+//! the data on every machine, whatever its core count), CUDA-event timing and host timing.
 #![allow(dead_code, unreachable_pub)]
 
 use rand::{Rng, RngCore, SeedableRng};
@@ -129,4 +129,20 @@ pub fn median_ms(
     }
     ms.sort_by(f64::total_cmp);
     Ok(ms[ms.len() / 2])
+}
+
+/// The median wall-clock milliseconds of `runs` (at least one) calls of `f` on the host,
+/// after one untimed warm-up call (page faults, cold caches and the rayon pool's start are
+/// not timed). For host code what [`median_ms`] is for launches.
+pub fn median_host_ms(runs: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut ms: Vec<f64> = (0..runs.max(1))
+        .map(|_| {
+            let t = std::time::Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    ms[ms.len() / 2]
 }
