@@ -75,12 +75,8 @@ struct Args {
     /// Event-timed launches per measurement (the median is reported; at most 10 from 2^30).
     #[arg(long, default_value_t = 20)]
     reps: usize,
-    /// Write the rows as JSON here.
-    #[arg(long)]
-    json: Option<String>,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    out: common::Output,
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -248,7 +244,7 @@ fn main() -> Res<()> {
             "ms": r.ms, "samples_per_s": rate, "estimate": r.estimate,
         }));
     }
-    if let Some(p) = &args.json {
+    if let Some(p) = &args.out.json {
         std::fs::write(p, serde_json::to_string_pretty(&json)?)?;
     }
     Ok(())

@@ -57,12 +57,8 @@ struct Args {
     /// Check results against the CPU backend for N up to 2^this.
     #[arg(long, default_value_t = 28)]
     check_up_to: u32,
-    /// Write the rows as JSON here.
-    #[arg(long)]
-    json: Option<String>,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    out: common::Output,
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -219,7 +215,7 @@ fn main() -> Res<()> {
             other => return Err(format!("unknown dtype {other}").into()),
         };
     }
-    if let Some(path) = &a.json {
+    if let Some(path) = &a.out.json {
         let rows: Vec<_> = rows
             .iter()
             .map(|r| {

@@ -88,12 +88,8 @@ struct Args {
     /// Event-timed launches per measurement (the median is reported).
     #[arg(long, default_value_t = 50)]
     reps: usize,
-    /// Write the rows as JSON here.
-    #[arg(long)]
-    json: Option<String>,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    out: common::Output,
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -242,7 +238,7 @@ fn main() -> Res<()> {
             r.gbs
         );
     }
-    if let Some(path) = &a.json {
+    if let Some(path) = &a.out.json {
         let rows: Vec<_> = rows
             .iter()
             .map(|r| {

@@ -51,12 +51,8 @@ struct Args {
     /// Event-timed launches per measurement (the median is reported).
     #[arg(long, default_value_t = 20)]
     reps: usize,
-    /// Write the rows as JSON here.
-    #[arg(long)]
-    json: Option<String>,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    out: common::Output,
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -321,8 +317,7 @@ fn main() -> Res<()> {
         shapes,
         ops,
         reps,
-        json,
-        ..
+        out: common::Output { json, .. },
     } = <Args as clap::Parser>::parse();
     let gpu = match Gpu::open(0) {
         Ok(g) => g,

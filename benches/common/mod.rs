@@ -9,6 +9,18 @@ use rand_chacha::ChaCha8Rng;
 use cufold::ops::Affine;
 use cufold::{bf16, f16, DeviceValue};
 
+/// The flags every GPU bench takes: where to write its rows as JSON, and the flag `cargo
+/// bench` passes.
+#[derive(clap::Args, Debug)]
+pub struct Output {
+    /// Write the rows as JSON here.
+    #[arg(long)]
+    pub json: Option<String>,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    pub bench: bool,
+}
+
 /// A value made from 64 random bits: uniform [0, 1) floats, integers in 0..1000 and bytes in
 /// 0..256 (as the peers scripts draw them), affine maps near the identity.
 pub trait Data: DeviceValue {
