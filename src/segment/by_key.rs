@@ -500,7 +500,6 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                         stride: 0,
                         cols: 0,
                         out_ptr: v_out,
-                        long_hdr: 0,
                     },
                 )?;
             }
@@ -574,7 +573,6 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     stride: 0,
                     cols: 0,
                     out_ptr: y_ptr,
-                    long_hdr: 0,
                 },
                 kind,
             )

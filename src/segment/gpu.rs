@@ -248,7 +248,6 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                     stride: rows.stride as u64,
                     cols: rows.cols as u64,
                     out_ptr,
-                    long_hdr: 0,
                 },
             )
         }
@@ -301,7 +300,6 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                     stride: 0,
                     cols: 0,
                     out_ptr,
-                    long_hdr: 0,
                 },
             )
         }
@@ -402,6 +400,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                     block,
                     &args,
                     write_empty,
+                    0,
                     &self.params,
                     what,
                 )
@@ -421,10 +420,6 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             // SAFETY: the plain region holds `bytes` >= 16: the list's two counters.
             unsafe { cudarc::driver::result::memset_d8_async(hdr, 0, 16, stream.cu_stream()) }
                 .map_err(|e| Error::driver("clearing the long list's counters", e))?;
-            let a = SegmentArgs {
-                long_hdr: hdr,
-                ..args
-            };
             // SAFETY: the caller's buffers; the long list has the layout the kernel derives
             // from n (long_list_layout).
             unsafe {
@@ -433,8 +428,9 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                     f,
                     plan.grid,
                     block,
-                    &a,
+                    &args,
                     write_empty,
+                    hdr,
                     &self.params,
                     what,
                 )?
@@ -491,14 +487,13 @@ pub(super) struct SegmentArgs {
     pub(super) stride: u64,
     pub(super) cols: u64,
     pub(super) out_ptr: u64,
-    /// The reduction's long list in scratch memory (`cf::LongList`), or 0 for none.
-    pub(super) long_hdr: u64,
 }
 
 /// Launches a segment kernel (kernels/segment.cuh's reduction or segment_scan.cuh's scan,
 /// whose parameters are (const In*, u64 n, u64 segments, const u64* offsets, u64 stride,
 /// u64 cols, unsigned flag, Out*, u64* long_hdr, OpBytes)) with `grid` blocks of `block`
-/// threads.
+/// threads. `long_hdr` is the reduction's long list in scratch memory (`cf::LongList`), or 0
+/// for none (the scan's is always 0).
 ///
 /// # Safety
 ///
@@ -513,6 +508,7 @@ pub(super) unsafe fn launch_segments(
     block: u32,
     a: &SegmentArgs,
     flag: u32,
+    long_hdr: u64,
     params: &ParamBlob,
     what: &str,
 ) -> Result<()> {
@@ -532,7 +528,7 @@ pub(super) unsafe fn launch_segments(
         .arg(&a.cols)
         .arg(&flag)
         .arg(&a.out_ptr)
-        .arg(&a.long_hdr)
+        .arg(&long_hdr)
         .arg(params);
     // SAFETY: the parameters pushed match the kernel's; the caller vouches for the buffers.
     unsafe { launch.launch(cfg) }

@@ -243,7 +243,6 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     stride: rows.stride as u64,
                     cols: rows.cols as u64,
                     out_ptr: y_ptr,
-                    long_hdr: 0,
                 },
                 kind,
             )
@@ -300,7 +299,6 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     stride: 0,
                     cols: 0,
                     out_ptr: y_ptr,
-                    long_hdr: 0,
                 },
                 kind,
             )
@@ -344,6 +342,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 self.block,
                 &args,
                 exclusive,
+                0,
                 &self.params,
                 "launching the segmented scan kernel",
             )
