@@ -226,17 +226,17 @@ fn check_headers(all: &[u8], me: usize, mine: &[u8], layout: &ChunkLayout) -> Re
             msg.trim_end_matches('\0')
         )));
     }
-    const WHAT: [&str; 7] = [
+    // The words every rank must share; word 6 is the rank's own length.
+    const WHAT: [&str; 6] = [
         "version",
         "call",
         "global length",
         "chunk",
         "number of ranks",
         "operator (name, input type, accumulator size or parameters)",
-        "",
     ];
     for (r, h) in heads.iter().enumerate() {
-        for (i, what) in WHAT.iter().enumerate().take(6) {
+        for (i, what) in WHAT.iter().enumerate() {
             if word(h, i) != word(mine, i) {
                 return Err(collective(format!(
                     "ranks disagree on the {what}: rank {me} has {}, rank {r} has {}",
@@ -347,7 +347,7 @@ impl<C: Collective> CpuRank<C> {
         local: &[T],
         op: O,
     ) -> Result<O::Out> {
-        let nodes = self.exchange_nodes(CALL_REDUCE, layout, local, &op)?;
+        let nodes = self.exchange(CALL_REDUCE, layout, local, &op, None)?;
         check_empty::<T, O>(layout.len())?;
         Ok(op.finish(join_nodes(&op, &nodes), layout.len()))
     }
@@ -455,16 +455,6 @@ impl<C: Collective> CpuRank<C> {
             |i, v| out[i] = v,
         );
         Ok(())
-    }
-
-    fn exchange_nodes<T: DeviceValue, O: Operator<T>>(
-        &self,
-        call: u64,
-        layout: &ChunkLayout,
-        local: &[T],
-        op: &O,
-    ) -> Result<Vec<O::Acc>> {
-        self.exchange(call, layout, local, op, None)
     }
 
     /// The headers, then every holding rank's node, in rank order.
