@@ -64,7 +64,7 @@ use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ops::check::{check_empty, check_scan_lengths, check_scannable};
 use crate::ops::{short_type_name, Operator};
-use crate::scan::cpu::scan_run;
+use crate::scan::cpu::{scan_run, Lift};
 use crate::scan::ScanKind;
 use crate::tree::{fold_full, fold_levels, Leaves};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -444,16 +444,7 @@ impl<C: Collective> CpuRank<C> {
         // of 16 is the tree over 0..64, not the carry of 0..48 extended by 48..64).
         let end = (local.len() as u64 == layout.chunk())
             .then(|| carry(&op, &nodes, rank + 1).expect("a carry after a chunk"));
-        scan_run(
-            &op,
-            first as usize,
-            local.len(),
-            base,
-            end,
-            kind,
-            |i| op.lift(local[i], first + i as u64),
-            |i, v| out[i] = v,
-        );
+        scan_run(&op, base, end, kind, &mut Lift::new(local, first, out));
         Ok(())
     }
 

@@ -32,6 +32,6 @@ impl Cpu {
     /// assert_eq!(cufold::Cpu::new().reduce_acc(&[1.0f32, 2.0, 3.0], Div2Mean), 1.5);
     /// ```
     pub fn reduce_acc<T: DeviceValue, O: Operator<T>>(&self, x: &[T], op: O) -> O::Acc {
-        self.tree(&op, &Lifted(x))
+        self.tree(&op, &Lifted(x, 0))
     }
 }

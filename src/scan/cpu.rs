@@ -1,15 +1,19 @@
 //! The scan's CPU twin: the canonical grouping of `crate::tree`, on the caller's rayon pool.
 //!
 //! Short inputs (or a width of one) are scanned in one pass on the caller's thread. Longer
-//! ones go in rounds of power-of-two chunks, a few per thread: each chunk's elements are
-//! lifted once into a buffer of accumulators (small enough for the core's cache) and its
-//! tree computed from it, in parallel; a binary counter over the trees gives each chunk its
-//! exclusive prefix (and, for a full chunk, the prefix through its end); then every chunk
-//! scans its buffer from its prefix, in parallel. Each element is lifted once.
+//! ones go by power-of-two chunks which the threads take in order (`scan_chained`): a
+//! thread computes its chunk's tree, pushes it onto the shared binary counter of trees once
+//! the chunks before have pushed theirs (which gives the chunk its exclusive prefix and,
+//! for a full chunk, the prefix through its end), then scans the chunk from its prefix,
+//! reading its inputs a second time from the core's cache.
 //!
-//! The scan of a run of positions goes by aligned groups of eight: the group's tree nodes
-//! are combined as a fixed pattern, its outputs from the prefix before it, and a binary
-//! counter over the groups' trees carries the prefix across groups.
+//! A run of positions goes by aligned groups of 256 (`scan_run`): the group's tree level by
+//! level, then its prefixes level by level from the top, each level a loop of independent
+//! combines that the compiler puts in vector lanes (in the widest registers the CPU has:
+//! copies compiled for AVX2 and AVX-512 are chosen at run time). A binary counter over the
+//! groups' trees carries the prefix across groups. A large output is written around the
+//! caches (non-temporal stores), which saves the read of every output line a store would
+//! otherwise cost.
 
 use super::ScanKind;
 use crate::cpu::Cpu;
@@ -17,11 +21,12 @@ use crate::element::DeviceValue;
 use crate::error::Result;
 use crate::ops::check::{check_scan_lengths, check_scannable};
 use crate::ops::Operator;
-use crate::tree::{tree_of_full, PrefixStack};
+use crate::tree::{subtree, Lifted, PrefixStack};
 use rayon::prelude::*;
-use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-/// The bytes of lifted accumulators a chunk buffers (so that its second read comes from the
+/// The input bytes of a chunk of the parallel scan (read twice: the second time from the
 /// core's cache).
 const CHUNK_BYTES: usize = 1 << 18;
 
@@ -103,20 +108,17 @@ impl Cpu {
         let n = x.len();
         if !self.parallel(n) {
             // One pass: every group of positions is read before any of it is written.
-            let cells = Cell::from_mut(x).as_slice_of_cells();
-            scan_run(
-                &op,
-                0,
-                n,
-                None,
-                None,
-                kind,
-                |i| op.lift(cells[i].get(), i as u64),
-                |i, v| cells[i].set(v),
-            );
+            let stream = std::mem::size_of_val(x) >= STREAM_MIN_BYTES;
+            let io = &mut InPlace {
+                x,
+                view: |s| s,
+                first: 0,
+                stream,
+            };
+            scan_run(&op, None, None, kind, io);
             return Ok(());
         }
-        self.scan_rounds(&op, kind, Source::Output(|s| s), x);
+        self.scan_chained(&op, kind, Source::Output(|s| s), x);
         Ok(())
     }
 
@@ -129,191 +131,528 @@ impl Cpu {
         out: &mut [O::Out],
     ) {
         if !self.parallel(x.len()) {
-            scan_run(
-                op,
-                0,
-                x.len(),
-                None,
-                None,
-                kind,
-                |i| op.lift(x[i], i as u64),
-                |i, v| out[i] = v,
-            );
+            scan_run(op, None, None, kind, &mut Lift::new(x, 0, out));
             return;
         }
-        self.scan_rounds(op, kind, Source::Slice(x), out);
+        self.scan_chained(op, kind, Source::Slice(x), out);
     }
 
-    /// The parallel scan into `out`, in rounds of a few chunks per thread: lift each chunk
-    /// into its buffer and compute its tree (in parallel), give each chunk its prefixes
-    /// (sequential, one combine or two per chunk), scan each chunk from its buffer (in
-    /// parallel). A round reads all its inputs before it writes any output, so the input
-    /// may be the output (`Source::Output`).
-    fn scan_rounds<T: DeviceValue, O: Operator<T>>(
+    /// The parallel scan into `out`, by aligned chunks of a power-of-two length, which the
+    /// threads take in order. A thread computes its chunk's tree, waits until the chunks
+    /// before it have pushed theirs onto the shared counter of trees, pushes its own (its
+    /// prefixes: the one before it and, for a full chunk, the one through its end; a
+    /// combine or two), then scans the chunk from its prefix, reading its inputs a second
+    /// time from the core's cache. One pass over memory, and no round where every thread
+    /// waits for the slowest. A chunk's inputs are all read before its outputs are
+    /// written, and no chunk reads another's, so the input may be the output
+    /// (`Source::Output`).
+    fn scan_chained<T: DeviceValue, O: Operator<T>>(
         &self,
         op: &O,
         kind: ScanKind,
         src: Source<'_, T, O::Out>,
         out: &mut [O::Out],
     ) {
-        let n = out.len();
-        let size = std::mem::size_of::<O::Acc>().max(1);
+        let size = std::mem::size_of::<T>().max(1);
         let chunk = (CHUNK_BYTES / size).next_power_of_two().max(1 << 12);
-        let chunks = n.div_ceil(chunk);
-        let per_round = self.threads().saturating_mul(2).min(chunks);
-        let mut bufs: Vec<Vec<O::Acc>> = (0..per_round).map(|_| Vec::new()).collect();
-        let mut stack = PrefixStack::new(None);
-        for first in (0..chunks).step_by(per_round) {
-            let last = (first + per_round).min(chunks);
-            let (lo_r, hi_r) = (first * chunk, n.min(last * chunk));
-            let xs: &[T] = match src {
-                Source::Slice(x) => &x[lo_r..hi_r],
-                Source::Output(view) => view(&out[lo_r..hi_r]),
+        let stream = std::mem::size_of_val(out) >= STREAM_MIN_BYTES;
+        let slots: Vec<Mutex<Option<&mut [O::Out]>>> =
+            out.chunks_mut(chunk).map(|c| Mutex::new(Some(c))).collect();
+        let chain = Chain {
+            next: AtomicUsize::new(0),
+            pushed: AtomicUsize::new(0),
+            failed: AtomicBool::new(false),
+            stack: Mutex::new(PrefixStack::new(None)),
+        };
+        let one = |c: usize| {
+            let ys = lock(&slots[c]).take().expect("each chunk is taken once");
+            let first = c * chunk;
+            let full = ys.len() == chunk;
+            let tree = |xs: &[T]| {
+                full.then(|| subtree(op, &Lifted(xs, first as u64), 0, chunk, &mut Vec::new()))
             };
-            // Lift each chunk into its buffer; the tree of each full one.
-            let trees: Vec<Option<O::Acc>> = bufs[..last - first]
-                .par_iter_mut()
-                .with_max_len(1)
-                .zip(xs.par_chunks(chunk))
-                .enumerate()
-                .map(|(k, (buf, xs))| {
-                    let lo = (first + k) * chunk;
-                    buf.clear();
-                    buf.extend(
-                        xs.iter()
-                            .enumerate()
-                            .map(|(i, &v)| op.lift(v, (lo + i) as u64)),
-                    );
-                    (xs.len() == chunk).then(|| tree_of_full(op, buf))
-                })
-                .collect();
-            // Each chunk's exclusive prefix and, for a full one, the prefix through its end.
-            let ends: Vec<_> = trees
-                .iter()
-                .map(|t| {
+            let prefixes = |tree: Option<O::Acc>| {
+                chain.push(c, |stack| {
                     let base = stack.prefix();
-                    let end = t.map(|t| {
+                    let end = tree.map(|t| {
                         stack.push(|a, b| op.combine(a, b), t);
                         stack.prefix().expect("non-empty after a push")
                     });
                     (base, end)
                 })
-                .collect();
-            out[lo_r..hi_r]
-                .par_chunks_mut(chunk)
-                .with_max_len(1)
-                .zip(&bufs[..last - first])
-                .zip(ends)
-                .enumerate()
-                .for_each(|(k, ((ys, buf), (base, end)))| {
-                    let lo = (first + k) * chunk;
-                    scan_run(
-                        op,
-                        lo,
-                        ys.len(),
-                        base,
-                        end,
-                        kind,
-                        |i| buf[i],
-                        |i, v| ys[i] = v,
-                    );
-                });
+            };
+            // `None`: a chunk before this one failed, and its panic is the call's.
+            let first = first as u64;
+            match src {
+                Source::Slice(x) => {
+                    let xs = &x[c * chunk..c * chunk + ys.len()];
+                    if let Some((base, end)) = prefixes(tree(xs)) {
+                        scan_run(op, base, end, kind, &mut Lift::new(xs, first, ys));
+                    }
+                }
+                Source::Output(view) => {
+                    if let Some((base, end)) = prefixes(tree(view(ys))) {
+                        let io = &mut InPlace {
+                            x: ys,
+                            view,
+                            first,
+                            stream,
+                        };
+                        scan_run(op, base, end, kind, io);
+                    }
+                }
+            }
+        };
+        let chunks = slots.len();
+        let workers = self.threads().min(chunks);
+        (0..workers).into_par_iter().with_max_len(1).for_each(|_| {
+            while let Some(c) = chain.claim(chunks) {
+                let guard = FailOnUnwind(&chain.failed);
+                one(c);
+                std::mem::forget(guard);
+            }
+        });
+    }
+}
+
+/// Locks `m`, whether or not a thread panicked holding it (what it guards stays valid).
+fn lock<V>(m: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The shared state of a chained scan: the next chunk to take, how many chunks have pushed
+/// their trees, whether one failed, and the counter of trees.
+struct Chain<A> {
+    next: AtomicUsize,
+    pushed: AtomicUsize,
+    failed: AtomicBool,
+    stack: Mutex<PrefixStack<A>>,
+}
+
+impl<A> Chain<A> {
+    /// The next chunk, in order (`None` when all are taken, or after a failure).
+    fn claim(&self, chunks: usize) -> Option<usize> {
+        if self.failed.load(Ordering::Acquire) {
+            return None;
         }
+        let c = self.next.fetch_add(1, Ordering::Relaxed);
+        (c < chunks).then_some(c)
+    }
+
+    /// Runs `f` on the counter once chunks `0..c` have pushed (they were taken before `c`,
+    /// by running threads, so they get there), then lets chunk `c + 1` go; `None` if a
+    /// chunk failed while this one waited.
+    fn push<R>(&self, c: usize, f: impl FnOnce(&mut PrefixStack<A>) -> R) -> Option<R> {
+        let mut spins = 0u32;
+        while self.pushed.load(Ordering::Acquire) != c {
+            if self.failed.load(Ordering::Acquire) {
+                return None;
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        let r = f(&mut lock(&self.stack));
+        self.pushed.store(c + 1, Ordering::Release);
+        Some(r)
+    }
+}
+
+/// Marks a chained scan failed when dropped: forgotten when a chunk completes, dropped by
+/// the unwinding of a panicking operator, so that the threads waiting for that chunk stop.
+struct FailOnUnwind<'a>(&'a AtomicBool);
+
+impl Drop for FailOnUnwind<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 
 /// Where a parallel scan reads its inputs: a slice, or the output itself (in place).
+#[derive(Clone, Copy)]
 enum Source<'a, T, U> {
     Slice(&'a [T]),
     Output(fn(&[U]) -> &[T]),
 }
 
-/// Scans positions `lo .. lo + len` (`lo` a multiple of a power of two at least `len`, or
-/// 0) from the exclusive prefix `base` of the positions before `lo`; `end`, when given, is
-/// the prefix through the last position (which is not `base` extended by the run's tree in
-/// general: the tree of a full chunk may merge with earlier blocks). `lifted(i)` is the
-/// accumulator of position `lo + i`; every group of eight positions is read before any of
-/// its outputs is set.
-#[allow(clippy::too_many_arguments)]
+/// Where a run of positions is read and written: its accumulators, its outputs.
+pub(crate) trait RunIo<T: DeviceValue, O: Operator<T>> {
+    /// The number of positions.
+    fn len(&self) -> usize;
+    /// The global index of the run's first position (what `finish` counts from).
+    fn first(&self) -> u64;
+    /// The accumulators of positions `i..i + dst.len()` of the run, into `dst`.
+    fn load(&self, op: &O, i: usize, dst: &mut [O::Acc]);
+    /// The outputs of positions `i..i + len`. A group's outputs are asked for after its
+    /// inputs are loaded, so the outputs may be the inputs.
+    fn out(&mut self, i: usize, len: usize) -> &mut [O::Out];
+    /// Whether the outputs are written around the caches (a large scan's output, which
+    /// would only evict its input: [`copy_out`]).
+    fn stream(&self) -> bool;
+}
+
+/// Outputs of at least this many bytes are written around the caches: a store that misses
+/// the cache first reads its line from memory, a third more traffic than the scan needs.
+const STREAM_MIN_BYTES: usize = 1 << 23;
+
+/// `dst = src`, by non-temporal stores where `stream` holds and `dst` is aligned for them
+/// (the bytes are copied as they are, whatever the type); [`fence`] orders them before
+/// what follows.
+#[inline(always)]
+fn copy_out<U: Copy>(dst: &mut [U], src: &[U], stream: bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let bytes = std::mem::size_of_val(src);
+        let (d, s) = (dst.as_mut_ptr() as *mut u8, src.as_ptr() as *const u8);
+        if stream && dst.len() == src.len() && d as usize % 16 == 0 && bytes % 16 == 0 {
+            for k in (0..bytes).step_by(16) {
+                // SAFETY: both ranges hold `bytes` bytes (equal lengths); `d + k` is
+                // 16-byte aligned; SSE2 is part of x86_64. Any bytes are valid for U, as
+                // they are a copy of a U's.
+                unsafe {
+                    let v = _mm_loadu_si128(s.add(k) as *const __m128i);
+                    _mm_stream_si128(d.add(k) as *mut __m128i, v);
+                }
+            }
+            return;
+        }
+    }
+    let _ = stream;
+    dst.copy_from_slice(src);
+}
+
+/// Orders the non-temporal stores of [`copy_out`] before the stores that follow (another
+/// thread reading the output after a join sees them).
+fn fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    }
+}
+
+/// A run lifted from a slice (`lift(x[i], first + i)`) into another.
+pub(crate) struct Lift<'a, T, U> {
+    x: &'a [T],
+    first: u64,
+    out: &'a mut [U],
+    stream: bool,
+}
+
+impl<'a, T, U> Lift<'a, T, U> {
+    /// Lifts `x[i]` with index `first + i`, into `out` (as long as `x`).
+    pub(crate) fn new(x: &'a [T], first: u64, out: &'a mut [U]) -> Self {
+        let stream = std::mem::size_of_val(out) >= STREAM_MIN_BYTES;
+        Lift {
+            x,
+            first,
+            out,
+            stream,
+        }
+    }
+}
+
+impl<T: DeviceValue, O: Operator<T>> RunIo<T, O> for Lift<'_, T, O::Out> {
+    fn len(&self) -> usize {
+        self.x.len()
+    }
+    fn first(&self) -> u64 {
+        self.first
+    }
+    #[inline(always)]
+    fn load(&self, op: &O, i: usize, dst: &mut [O::Acc]) {
+        let at = self.first + i as u64;
+        let n = dst.len();
+        for (k, (d, &v)) in dst.iter_mut().zip(&self.x[i..i + n]).enumerate() {
+            *d = op.lift(v, at + k as u64);
+        }
+    }
+    #[inline(always)]
+    fn out(&mut self, i: usize, len: usize) -> &mut [O::Out] {
+        &mut self.out[i..i + len]
+    }
+    fn stream(&self) -> bool {
+        self.stream
+    }
+}
+
+/// A run scanned in place: the inputs are a view of the outputs (`view` is the identity of
+/// an operator whose output is its input type).
+struct InPlace<'a, T, U> {
+    x: &'a mut [U],
+    view: fn(&[U]) -> &[T],
+    first: u64,
+    stream: bool,
+}
+
+impl<T: DeviceValue, O: Operator<T>> RunIo<T, O> for InPlace<'_, T, O::Out> {
+    fn len(&self) -> usize {
+        self.x.len()
+    }
+    fn first(&self) -> u64 {
+        self.first
+    }
+    #[inline(always)]
+    fn load(&self, op: &O, i: usize, dst: &mut [O::Acc]) {
+        let at = self.first + i as u64;
+        let n = dst.len();
+        let x = (self.view)(&self.x[i..i + n]);
+        for (k, (d, &v)) in dst.iter_mut().zip(x).enumerate() {
+            *d = op.lift(v, at + k as u64);
+        }
+    }
+    #[inline(always)]
+    fn out(&mut self, i: usize, len: usize) -> &mut [O::Out] {
+        &mut self.x[i..i + len]
+    }
+    fn stream(&self) -> bool {
+        self.stream
+    }
+}
+
+/// Scans a run of positions (`io`; its first position a multiple of a power of two at
+/// least its length, or 0) from the exclusive prefix `base` of the positions before it;
+/// `end`, when given, is the prefix through the last position (which is not `base`
+/// extended by the run's tree in general: the tree of a full chunk may merge with earlier
+/// blocks).
+///
+/// The run goes by aligned groups of [`GROUP`] positions (of eight where an accumulator is
+/// large), then the rest one by one. A binary counter over the groups' trees carries the
+/// prefix across groups; within a group, the prefixes come from the group's tree, level by
+/// level from the top (`group_prefixes`): loops without a dependency between their
+/// iterations, which the compiler puts in vector lanes, where a sequential loop waits on
+/// every combine.
 pub(crate) fn scan_run<T: DeviceValue, O: Operator<T>>(
     op: &O,
-    lo: usize,
-    len: usize,
     base: Option<O::Acc>,
     end: Option<O::Acc>,
     kind: ScanKind,
-    lifted: impl Fn(usize) -> O::Acc,
-    mut set: impl FnMut(usize, O::Out),
+    io: &mut impl RunIo<T, O>,
 ) {
-    const G: usize = 8;
-    let c = |a, b| op.combine(a, b);
-    // The prefix stack over whole groups, from `base`.
-    let mut stack = PrefixStack::new(base);
-    let groups = len / G;
-    for g in 0..groups {
-        let j = g * G;
-        let x: [O::Acc; G] = std::array::from_fn(|k| lifted(j + k));
-        let q = stack.prefix();
-        let qc = |y| match q {
-            Some(q) => c(q, y),
-            None => y,
-        };
-        // The group's tree nodes (it is full: every node joins two equal full subtrees).
-        let t01 = op.combine_full(x[0], x[1]);
-        let t23 = op.combine_full(x[2], x[3]);
-        let t45 = op.combine_full(x[4], x[5]);
-        let t67 = op.combine_full(x[6], x[7]);
-        let t03 = op.combine_full(t01, t23);
-        let t47 = op.combine_full(t45, t67);
-        let t07 = op.combine_full(t03, t47);
-        // Prefixes within the group: the left fold of q and the group's blocks up to k
-        // (largest first); no block merges with q's before the group's end.
-        let p0 = qc(x[0]);
-        let p1 = qc(t01);
-        let p2 = c(p1, x[2]);
-        let p3 = qc(t03);
-        let p4 = c(p3, x[4]);
-        let p5 = c(p3, t45);
-        let p6 = c(p5, x[6]);
-        stack.push(c, t07);
-        let p7 = match end {
-            Some(e) if j + G == len => e,
-            _ => stack.prefix().expect("non-empty after a push"),
-        };
-        let at = (lo + j) as u64;
-        match kind {
-            ScanKind::Inclusive => {
-                for (k, p) in [p0, p1, p2, p3, p4, p5, p6, p7].into_iter().enumerate() {
-                    set(j + k, op.finish(p, at + k as u64 + 1));
-                }
-            }
-            ScanKind::Exclusive => {
-                set(j, op.finish(q.unwrap_or_else(|| op.identity()), at));
-                for (k, p) in [p0, p1, p2, p3, p4, p5, p6].into_iter().enumerate() {
-                    set(j + k + 1, op.finish(p, at + k as u64 + 1));
-                }
-            }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has the features this copy was compiled for.
+            return unsafe { isa::avx512(op, base, end, kind, io) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: as above.
+            return unsafe { isa::avx2(op, base, end, kind, io) };
         }
     }
-    // The last positions, fewer than a group: one by one from the prefix of the groups.
-    let mut stack = PrefixStack::new(stack.prefix());
-    for i in groups * G..len {
-        let q = (lo + i) as u64;
-        let v = lifted(i);
-        match kind {
+    scan_run_body(op, base, end, kind, io)
+}
+
+/// Copies of [`scan_run_body`] compiled for wider vector registers, chosen at run time (the
+/// same operations in the same order: the same bits, as `crate::tree`'s copies).
+#[cfg(target_arch = "x86_64")]
+mod isa {
+    use super::*;
+    macro_rules! copy_for {
+        ($name:ident, $features:literal) => {
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $name<T: DeviceValue, O: Operator<T>>(
+                op: &O,
+                base: Option<O::Acc>,
+                end: Option<O::Acc>,
+                kind: ScanKind,
+                io: &mut impl RunIo<T, O>,
+            ) {
+                scan_run_body(op, base, end, kind, io)
+            }
+        };
+    }
+    copy_for!(avx2, "avx2");
+    copy_for!(avx512, "avx512f,avx512bw,avx512dq,avx512vl");
+}
+
+/// Positions per group of [`scan_run`] for accumulators of at most [`GROUP_ACC_BYTES`].
+const GROUP: usize = 256;
+/// The largest accumulator scanned in groups of [`GROUP`] (larger ones: groups of eight,
+/// to keep a group's arrays small on the stack).
+const GROUP_ACC_BYTES: usize = 32;
+
+#[inline(always)]
+fn scan_run_body<T: DeviceValue, O: Operator<T>>(
+    op: &O,
+    base: Option<O::Acc>,
+    end: Option<O::Acc>,
+    kind: ScanKind,
+    io: &mut impl RunIo<T, O>,
+) {
+    let len = io.len();
+    let mut from = 0;
+    let mut prefix = base;
+    if std::mem::size_of::<O::Acc>() <= GROUP_ACC_BYTES {
+        (from, prefix) = scan_groups::<T, O, GROUP>(op, from, prefix, end, kind, io);
+    }
+    // What is left (all of it for large accumulators): groups of eight, from the prefix of
+    // the groups before. The blocks of fewer than GROUP positions after the last whole
+    // group never merge with a block before them, so they start a counter of their own.
+    (from, prefix) = scan_groups::<T, O, 8>(op, from, prefix, end, kind, io);
+    // The last positions, fewer than eight: one by one.
+    let c = |a, b| op.combine(a, b);
+    let mut stack = PrefixStack::new(prefix);
+    let mut v = [op.identity()];
+    for i in from..len {
+        let q = io.first() + i as u64;
+        io.load(op, i, &mut v);
+        let p = match kind {
             ScanKind::Exclusive => {
                 let p = stack.prefix().unwrap_or_else(|| op.identity());
-                set(i, op.finish(p, q));
-                stack.push(c, v);
+                stack.push(c, v[0]);
+                op.finish(p, q)
             }
             ScanKind::Inclusive => {
-                stack.push(c, v);
+                stack.push(c, v[0]);
                 let p = match end {
                     Some(e) if i + 1 == len => e,
                     _ => stack.prefix().expect("non-empty after a push"),
                 };
-                set(i, op.finish(p, q + 1));
+                op.finish(p, q + 1)
             }
+        };
+        io.out(i, 1)[0] = p;
+    }
+    if io.stream() {
+        fence();
+    }
+}
+
+/// Scans the whole groups of `G` positions (a power of two, at least 2) from position
+/// `from` of the run, from the exclusive prefix `base` of the positions before; returns
+/// where they stop and the prefix through them. See [`scan_run`].
+#[inline(always)]
+fn scan_groups<T: DeviceValue, O: Operator<T>, const G: usize>(
+    op: &O,
+    from: usize,
+    base: Option<O::Acc>,
+    end: Option<O::Acc>,
+    kind: ScanKind,
+    io: &mut impl RunIo<T, O>,
+) -> (usize, Option<O::Acc>) {
+    let len = io.len();
+    let groups = (len - from) / G;
+    let mut stack = PrefixStack::new(base);
+    // Scratch of the group: its positions' accumulators, its tree's levels above them
+    // (`G - 1` nodes), the prefixes of those levels, and the prefixes through every
+    // position.
+    if groups == 0 {
+        return (from, base);
+    }
+    let mut scratch = vec![op.identity(); 4 * G];
+    let (x, rest) = scratch.split_at_mut(G);
+    let (tree, rest) = rest.split_at_mut(G);
+    let (hi, pre) = rest.split_at_mut(G);
+    // The group's outputs, where they are written around the caches.
+    let mut staged = zeroed_vec::<O::Out>(if io.stream() { G } else { 0 });
+    for g in 0..groups {
+        let j = from + g * G;
+        io.load(op, j, x);
+        let q = stack.prefix();
+        let top = group_tree(op, x, tree);
+        stack.push(|a, b| op.combine(a, b), top);
+        let last = match end {
+            Some(e) if j + G == len => e,
+            _ => stack.prefix().expect("non-empty after a push"),
+        };
+        group_prefixes::<T, O, G>(op, x, tree, q, last, hi, pre);
+        let at = io.first() + j as u64;
+        let finish = |out: &mut [O::Out]| match kind {
+            ScanKind::Inclusive => {
+                for (k, (o, &p)) in out.iter_mut().zip(&*pre).enumerate() {
+                    *o = op.finish(p, at + k as u64 + 1);
+                }
+            }
+            ScanKind::Exclusive => {
+                out[0] = op.finish(q.unwrap_or_else(|| op.identity()), at);
+                for (k, (o, &p)) in out[1..].iter_mut().zip(&*pre).enumerate() {
+                    *o = op.finish(p, at + k as u64 + 1);
+                }
+            }
+        };
+        if io.stream() {
+            finish(&mut staged);
+            copy_out(io.out(j, G), &staged, true);
+        } else {
+            finish(io.out(j, G));
         }
+    }
+    (from + groups * G, stack.prefix())
+}
+
+/// The canonical tree over a full group `x`: its levels above the leaves stored one after
+/// the other in `tree` (pairs of `x` first, the top at `G - 2`); returns the top.
+#[inline(always)]
+fn group_tree<T: DeviceValue, O: Operator<T>>(op: &O, x: &[O::Acc], tree: &mut [O::Acc]) -> O::Acc {
+    let mut below: &[O::Acc] = x;
+    let mut rest: &mut [O::Acc] = &mut tree[..];
+    while below.len() > 1 {
+        let (level, next) = rest.split_at_mut(below.len() / 2);
+        for (o, p) in level.iter_mut().zip(below.chunks_exact(2)) {
+            *o = op.combine_full(p[0], p[1]);
+        }
+        below = level;
+        rest = next;
+    }
+    below[0]
+}
+
+/// The prefixes through every position of a full group, into `pre`: `q` is the prefix
+/// before the group, `last` the one through its end (from the counter over the groups);
+/// `hi` is scratch, laid out as `tree`.
+///
+/// The prefix through position `i` is the left fold of `q` and the aligned blocks of the
+/// group up to `i`, largest first: the prefix through the block before `i`'s smallest
+/// block, joined with that block's tree node. At odd positions it is the prefix of the
+/// level above (the sequence of pairs), at even ones the prefix through the pair before
+/// joined with the position. So the levels are filled from the top down, each from the one
+/// above it and the tree's nodes, every combine of a level independent of the others.
+#[inline(always)]
+fn group_prefixes<T: DeviceValue, O: Operator<T>, const G: usize>(
+    op: &O,
+    x: &[O::Acc],
+    tree: &[O::Acc],
+    q: Option<O::Acc>,
+    last: O::Acc,
+    hi: &mut [O::Acc],
+    pre: &mut [O::Acc],
+) {
+    // Level sizes 2m below a level of m, at `G - 4m` below one at `G - 2m` (as `tree`).
+    hi[G - 2] = last;
+    let mut m = 1;
+    while 2 * m < G {
+        let (lower, upper) = hi.split_at_mut(G - 2 * m);
+        let nodes = &tree[G - 4 * m..G - 2 * m];
+        level_prefixes(op, q, &upper[..m], nodes, &mut lower[G - 4 * m..]);
+        m *= 2;
+    }
+    level_prefixes(op, q, &hi[..G / 2], x, pre);
+}
+
+/// One level's prefixes (`dst`, as long as `nodes`) from the level above's (`up`, half as
+/// long) and the level's tree nodes; `q` is the prefix before the level's first node.
+#[inline(always)]
+fn level_prefixes<T: DeviceValue, O: Operator<T>>(
+    op: &O,
+    q: Option<O::Acc>,
+    up: &[O::Acc],
+    nodes: &[O::Acc],
+    dst: &mut [O::Acc],
+) {
+    dst[0] = match q {
+        Some(q) => op.combine(q, nodes[0]),
+        None => nodes[0],
+    };
+    let h = up.len();
+    let (dst, nodes) = (&mut dst[..2 * h], &nodes[..2 * h]);
+    dst[1] = up[0];
+    for j in 1..h {
+        dst[2 * j] = op.combine(up[j - 1], nodes[2 * j]);
+        dst[2 * j + 1] = up[j];
     }
 }

@@ -9,7 +9,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::ops::check::check_empty;
 use crate::ops::check::check_scannable;
 use crate::ops::Operator;
-use crate::scan::cpu::scan_run;
+use crate::scan::cpu::{scan_run, Lift};
 use crate::scan::ScanKind;
 use crate::tree::{subtree, Lifted};
 
@@ -109,9 +109,9 @@ impl Cpu {
                 return (!O::EMPTY_IS_ERROR).then(|| op.finish(op.identity(), 0));
             }
             let acc = if all_threads {
-                self.tree(op, &Lifted(seg))
+                self.tree(op, &Lifted(seg, 0))
             } else {
-                subtree(op, &Lifted(seg), 0, seg.len().next_power_of_two(), buf)
+                subtree(op, &Lifted(seg, 0), 0, seg.len().next_power_of_two(), buf)
             };
             Some(op.finish(acc, seg.len() as u64))
         };
@@ -224,18 +224,8 @@ impl Cpu {
         count: usize,
         seg: impl Fn(usize) -> (usize, usize, usize) + Sync,
     ) {
-        let one = |xs: &[T], ys: &mut [O::Out]| {
-            scan_run(
-                op,
-                0,
-                xs.len(),
-                None,
-                None,
-                kind,
-                |i| op.lift(xs[i], i as u64),
-                |i, v| ys[i] = v,
-            )
-        };
+        let one =
+            |x: &[T], out: &mut [O::Out]| scan_run(op, None, None, kind, &mut Lift::new(x, 0, out));
         if count < self.threads() {
             for i in 0..count {
                 let (lo, o, len) = seg(i);
