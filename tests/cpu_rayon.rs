@@ -200,6 +200,14 @@ fn a_panic_in_an_operator_keeps_its_payload() {
         cpu.scan(&x, Fragile, ScanKind::Inclusive).unwrap();
     });
     assert_eq!(message(r), want);
+    // In the first chunk of a parallel scan, which the later chunks wait for: they stop
+    // (no hang) and the panic is the call's.
+    let mut early = vec![1u32; n];
+    early[5] = 13;
+    let r = std::panic::catch_unwind(|| {
+        cpu.scan(&early, Fragile, ScanKind::Exclusive).unwrap();
+    });
+    assert_eq!(message(r), "unlucky element at 5");
     // In a row the index is the column.
     let r = std::panic::catch_unwind(|| {
         cpu.reduce_rows(&x, cufold::segment::Rows::new(1 << 10, 1 << 10), Fragile)
@@ -330,6 +338,7 @@ fn fast_leaves_have_the_bits_of_the_plain_tree() {
             same_bits!(bits & x, Sum);
             same_bits!(bits & xf, Sum);
             same_bits!(bits & xf, WideSum);
+            same_bits!(bits & xf, Mean);
             same_bits!(bits & x, Max);
             same_bits!(bits & xf, Min);
             same_bits!(bits & xf, Div2Mean);

@@ -208,12 +208,122 @@ impl<T: Element> Operator<T> for MeanVar {
             m2,
         }
     }
+    /// The tree of a full leaf with its means and `m2`s in two arrays, a level at a time
+    /// ([`moments_level`]): the same operations as `combine_full` on the same values, in
+    /// vector lanes.
+    #[inline(always)]
+    fn full_leaf(&self, xs: &[T], _: u64) -> Option<MeanVarValue> {
+        const B: usize = 256;
+        // Called with the power-of-two leaves of the tree, at most 4096 positions.
+        if xs.len() < 4 || xs.len() > 4096 || !xs.len().is_power_of_two() {
+            return None;
+        }
+        let b = xs.len().min(B);
+        let mut tops = [Operator::<T>::identity(self); 4096 / B];
+        for (top, xs) in tops.iter_mut().zip(xs.chunks_exact(b)) {
+            // Inputs of magnitude at most 2^1022 (no NaN, no infinity) keep every mean
+            // within about that and every difference of means finite: the finite branch
+            // of `combine_full` throughout, without the selects.
+            let tame = xs
+                .iter()
+                .fold(true, |ok, x| ok & (x.to_f64().abs() <= TAME_MAX));
+            let (mean, m2) = if tame {
+                moments_tree::<T, true, { B / 4 }>(xs)
+            } else {
+                moments_tree::<T, false, { B / 4 }>(xs)
+            };
+            *top = MeanVarValue {
+                count: b as f64,
+                mean,
+                m2,
+            };
+        }
+        let mut len = xs.len() / b;
+        while len > 1 {
+            for k in 0..len / 2 {
+                tops[k] = Operator::<T>::combine_full(self, tops[2 * k], tops[2 * k + 1]);
+            }
+            len /= 2;
+        }
+        Some(tops[0])
+    }
     fn finish(&self, acc: MeanVarValue, _: u64) -> MeanVarValue {
         acc
     }
     fn cuda(&self) -> CudaOp {
         CudaOp::builtin::<T>("MeanVar")
     }
+}
+
+/// The largest magnitude of [`MeanVar`]'s inputs on the fast path of its leaves: any two
+/// means of such inputs differ by less than `f64::MAX`.
+const TAME_MAX: f64 = 4.49423283715579e307; // 2^1022
+
+/// [`MeanVar`]'s `combine_full` of `(mean, m2)` pairs of two nodes of `count` positions
+/// each: the same operations in the same order, with selects for the branches. `TAME`: the
+/// caller knows that `d` is finite (and the means too), so the finite branch is the result.
+#[inline(always)]
+fn moments<const TAME: bool>(count: f64, a: (f64, f64), b: (f64, f64)) -> (f64, f64) {
+    let d = b.0 - a.0;
+    let m2 = a.1 + b.1 + d * d * (count * 0.5);
+    let finite = a.0 + d * 0.5;
+    if TAME {
+        return (finite, m2);
+    }
+    let weighted = a.0 * 0.5 + b.0 * 0.5;
+    let both_finite = a.0.is_finite() && b.0.is_finite();
+    let d_finite = d.is_finite();
+    (
+        if d_finite { finite } else { weighted },
+        if d_finite || both_finite {
+            m2
+        } else {
+            f64::NAN
+        },
+    )
+}
+
+/// One level of [`MeanVar`]'s full tree, means and `m2`s in arrays of their own: node `k`
+/// of `dst` joins nodes `2k` and `2k + 1` of `src`, each over `count` positions.
+#[inline(always)]
+fn moments_level<const TAME: bool>(
+    count: f64,
+    mean: &[f64],
+    m2: &[f64],
+    dm: &mut [f64],
+    d2: &mut [f64],
+) {
+    let pairs = mean.chunks_exact(2).zip(m2.chunks_exact(2));
+    for ((o, s), (m, q)) in dm.iter_mut().zip(d2.iter_mut()).zip(pairs) {
+        (*o, *s) = moments::<TAME>(count, (m[0], q[0]), (m[1], q[1]));
+    }
+}
+
+/// The top of [`MeanVar`]'s tree over `xs` (a power of two of them, 4 to `4 * H`), a level
+/// at a time on arrays of means and of `m2`s.
+#[inline(always)]
+fn moments_tree<T: Element, const TAME: bool, const H: usize>(xs: &[T]) -> (f64, f64) {
+    // The leaves are (1, x, 0); the first pass makes the first two levels, each node of
+    // the second joining the pairs of four neighbours. Then a level at a time, between two
+    // pairs of arrays.
+    let (mut mean, mut m2) = ([0.0; H], [0.0; H]);
+    for ((m, s), p) in mean.iter_mut().zip(&mut m2).zip(xs.chunks_exact(4)) {
+        let a = moments::<TAME>(1.0, (p[0].to_f64(), 0.0), (p[1].to_f64(), 0.0));
+        let b = moments::<TAME>(1.0, (p[2].to_f64(), 0.0), (p[3].to_f64(), 0.0));
+        (*m, *s) = moments::<TAME>(2.0, a, b);
+    }
+    let (mut up_mean, mut up_m2) = ([0.0; H], [0.0; H]);
+    let (mut from, mut to) = ((&mut mean, &mut m2), (&mut up_mean, &mut up_m2));
+    let mut count = 4.0;
+    let mut len = xs.len() / 4;
+    while len > 1 {
+        let (m, s) = (&from.0[..len], &from.1[..len]);
+        moments_level::<TAME>(count, m, s, &mut to.0[..len / 2], &mut to.1[..len / 2]);
+        std::mem::swap(&mut from, &mut to);
+        len /= 2;
+        count *= 2.0;
+    }
+    (from.0[0], from.1[0])
 }
 
 /// The paper's divide-by-two mean (Pechprasarn & Khiripet): every pairwise add halves,
