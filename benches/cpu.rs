@@ -264,17 +264,19 @@ fn cases<'a>(x: &'a [f32], out: &'a RefCell<Vec<f32>>) -> Vec<Case<'a>> {
 }
 
 /// The median time of each case over `runs` rounds, the cases taking turns within a round
-/// (so that a slow patch of a shared machine does not fall on one case only), after one
-/// warm-up round.
+/// (so that a slow patch of a shared machine does not fall on one case only). In a round
+/// each case runs twice in a row and the second run is timed: every case is timed with the
+/// caches as its own previous run left them, not as the case before it did (a large
+/// last-level cache holds much of a 10^7 input, and a case after an output-writing scan
+/// would otherwise read its input from memory where the next reads it from the cache).
 fn medians(runs: usize, cases: &mut [Case<'_>]) -> Vec<f64> {
     let mut t = vec![Vec::with_capacity(runs); cases.len()];
-    for round in 0..=runs {
+    for _ in 0..runs {
         for (k, (_, f)) in cases.iter_mut().enumerate() {
+            f();
             let s = Instant::now();
             f();
-            if round > 0 {
-                t[k].push(s.elapsed().as_secs_f64());
-            }
+            t[k].push(s.elapsed().as_secs_f64());
         }
     }
     t.into_iter()
