@@ -264,15 +264,19 @@ fn cases<'a>(x: &'a [f32], out: &'a RefCell<Vec<f32>>) -> Vec<Case<'a>> {
 }
 
 /// The median time of each case over `runs` rounds, the cases taking turns within a round
-/// (so that a slow patch of a shared machine does not fall on one case only). In a round
+/// (so that a slow patch of a shared machine does not fall on one case only), each round
+/// starting one case later than the one before (no case always runs first). In a round
 /// each case runs twice in a row and the second run is timed: every case is timed with the
 /// caches as its own previous run left them, not as the case before it did (a large
 /// last-level cache holds much of a 10^7 input, and a case after an output-writing scan
 /// would otherwise read its input from memory where the next reads it from the cache).
 fn medians(runs: usize, cases: &mut [Case<'_>]) -> Vec<f64> {
     let mut t = vec![Vec::with_capacity(runs); cases.len()];
-    for _ in 0..runs {
-        for (k, (_, f)) in cases.iter_mut().enumerate() {
+    let m = cases.len();
+    for round in 0..runs {
+        // Each round starts one case later, so that every case takes every place.
+        for k in (0..m).map(|j| (j + round) % m) {
+            let f = &mut cases[k].1;
             f();
             let s = Instant::now();
             f();
