@@ -280,3 +280,45 @@ fn div2mean_cannot_be_scanned() {
         .unwrap()
         .is_empty());
 }
+
+/// Outputs of 8 MiB and more are written with non-temporal stores (16-byte aligned runs) and
+/// a fence; an output that does not start on 16 bytes takes the plain copy. Both must write
+/// every prefix, on one thread and on several, for `scan`, `scan_into` and `scan_in_place`.
+#[test]
+fn large_outputs_take_the_streaming_path_and_keep_every_prefix() {
+    let s = seed("large_outputs_take_the_streaming_path_and_keep_every_prefix");
+    let n = (1usize << 21) + 37; // 8 MiB of u32 and a tail, 16 MiB of u64
+    let x: Vec<u32> = data(n, s);
+    let mut narrow = vec![0u32; n];
+    let mut wide = vec![0u64; n];
+    let (mut a, mut b) = (0u32, 0u64);
+    for i in 0..n {
+        a = a.wrapping_add(x[i]);
+        b += x[i] as u64;
+        narrow[i] = a;
+        wide[i] = b;
+    }
+    let first_diff = |got: &[u32], want: &[u32]| got.iter().zip(want).position(|(g, w)| g != w);
+    for threads in [1, 3] {
+        let cpu = Cpu::with_threads(threads);
+        let inc = cpu.scan(&x, Sum, ScanKind::Inclusive).unwrap();
+        assert_eq!(first_diff(&inc, &narrow), None, "scan, {threads} threads");
+        let exc = cpu.scan(&x, WideSum, ScanKind::Exclusive).unwrap();
+        assert_eq!(exc[0], 0, "{threads} threads");
+        let bad = exc[1..].iter().zip(&wide).position(|(g, w)| g != w);
+        assert_eq!(bad, None, "exclusive WideSum, {threads} threads");
+        // One element in: the output starts 4 bytes past the allocation's alignment.
+        let mut buf = vec![u32::MAX; n + 1];
+        cpu.scan_into(&x, &mut buf[1..], Sum, ScanKind::Inclusive)
+            .unwrap();
+        assert_eq!(buf[0], u32::MAX, "nothing written before the output");
+        assert_eq!(
+            first_diff(&buf[1..], &narrow),
+            None,
+            "scan_into, {threads} threads"
+        );
+        let mut y = x.clone();
+        cpu.scan_in_place(&mut y, Sum, ScanKind::Inclusive).unwrap();
+        assert_eq!(first_diff(&y, &narrow), None, "in place, {threads} threads");
+    }
+}
