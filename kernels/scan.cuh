@@ -34,6 +34,7 @@
 
 #include "cufold/block.cuh"
 #include "cufold/io.cuh"
+#include "cufold/long_list.cuh"
 #include "cufold/lookback.cuh"
 #include "cufold/ops.cuh"
 
@@ -55,10 +56,37 @@ typedef cf_op_t::Out cf_out_t;
 #define CF_SCAN_Y_ALIGNED 4u  // y is 16-byte aligned
 #define CF_SCAN_IN_PLACE 8u   // x and y are the same memory
 
-extern "C" __global__ void __launch_bounds__(CF_BLOCK)
-cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
-        unsigned long long* ticket, unsigned long long* leaf_slots,
-        unsigned long long* node_slots, const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+// This block's ticket (its tile, in the order tiles start) and the launch's epoch, for a
+// launch of `tickets` blocks (see the top of this file).
+__device__ __forceinline__ void cf_take_ticket(unsigned long long* ticket, cf::u64 tickets, cf::u64& t,
+                                               unsigned& epoch) {
+    __shared__ cf::u64 tile_id;
+    __shared__ unsigned launch_epoch;
+    if (threadIdx.x == 0) {
+        const unsigned last_epoch = (unsigned)*(volatile unsigned long long*)(ticket + 1);
+        __threadfence();
+        const cf::u64 id = atomicAdd(ticket, 1ull);
+        // Never 0, which zeroed slots hold.
+        const unsigned e = last_epoch == 0xffffffffu ? 1u : last_epoch + 1u;
+        if (id == tickets - 1) {
+            __threadfence();
+            *(volatile unsigned long long*)(ticket + 1) = e;
+            atomicExch(ticket, 0ull);
+        }
+        tile_id = id;
+        launch_epoch = e;
+    }
+    __syncthreads();
+    t = tile_id;
+    epoch = launch_epoch;
+}
+
+// Tile t of the scan of the n values at x into y (`tiles` tiles; the look-back's leaves and
+// nodes in `leaves` and `nodes`, indexed by tile): the whole of kernels/scan.cuh's scheme
+// for one tile, by the whole block.
+__device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 t,
+                                             cf::u64 tiles, unsigned mode, const cf::NodeSlots<cf_acc_t>& leaves,
+                                             const cf::NodeSlots<cf_acc_t>& nodes) {
     constexpr int J = CF_ITEMS;
     constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * J;
     typedef cf::BlockScan<CF_ALGO, CF_BLOCK, cf_op_t, cf_acc_t> block_scan_t;
@@ -68,46 +96,21 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
     __shared__ bool tile_has;
     __shared__ cf_acc_t big[32];
     __shared__ cf_acc_t chunk[CF_CHUNK];
-    __shared__ cf::u64 tile_id;
-    __shared__ unsigned launch_epoch;
 #if CF_STAGING
     constexpr int RV = cf::RunVectors<J, cf_in_t>::R > cf::RunVectors<J, cf_out_t>::R ? cf::RunVectors<J, cf_in_t>::R
                                                                                           : cf::RunVectors<J, cf_out_t>::R;
     __shared__ uint4 staging[CF_BLOCK / 32][RV > 0 ? 32 * (RV + 1) : 1];
     uint4* wstage = staging[threadIdx.x >> 5];
 #endif
-    static_assert(cf::NodeSlots<cf_acc_t>::WORDS == CF_SLOT_WORDS, "the host's slot layout differs from NodeSlots'");
+    // cf_take_ticket's tile_id and launch_epoch are counted here.
     constexpr unsigned long long SHARED = sizeof(storage) + sizeof(next) + sizeof(tile_prefix) + sizeof(tile_has) +
-                                          sizeof(big) + sizeof(chunk) + sizeof(tile_id) + sizeof(launch_epoch)
+                                          sizeof(big) + sizeof(chunk) + sizeof(cf::u64) + sizeof(unsigned)
 #if CF_STAGING
                                           + sizeof(staging)
 #endif
         ;
     static_assert(SHARED <= CF_SHARED_BYTES && CF_SHARED_BYTES - SHARED <= 64,
                   "ScanShape::shared_bytes no longer matches this kernel's __shared__ arrays");
-    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
-
-    cf::u64 t = 0;
-    unsigned epoch = 1;
-    if (tiles > 1) {
-        if (threadIdx.x == 0) {
-            const unsigned last_epoch = (unsigned)*(volatile unsigned long long*)(ticket + 1);
-            __threadfence();
-            const cf::u64 id = atomicAdd(ticket, 1ull);
-            // Never 0, which zeroed slots hold.
-            const unsigned e = last_epoch == 0xffffffffu ? 1u : last_epoch + 1u;
-            if (id == tiles - 1) {
-                __threadfence();
-                *(volatile unsigned long long*)(ticket + 1) = e;
-                atomicExch(ticket, 0ull);
-            }
-            tile_id = id;
-            launch_epoch = e;
-        }
-        __syncthreads();
-        t = tile_id;
-        epoch = launch_epoch;
-    }
     const cf::u64 pos = t * TILE + (cf::u64)threadIdx.x * J;
 
     // Start this thread's run on its way (a warp's runs through shared memory when whole and
@@ -121,7 +124,6 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
 #else
     const bool staged = false;
 #endif
-    cf::NodeSlots<cf_acc_t> leaves{leaf_slots, epoch}, nodes{node_slots, epoch};
     cf_acc_t early;
     bool have = false;
     if (tiles > 1 && threadIdx.x < 32) {
@@ -166,4 +168,53 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
 #endif
         cf::store_run<J>(y, n, pos, (mode & CF_SCAN_Y_ALIGNED) != 0, o);
 }
+
+#ifndef CF_SCAN_LONG
+extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
+        unsigned long long* ticket, unsigned long long* leaf_slots,
+        unsigned long long* node_slots, const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
+    cf::u64 t = 0;
+    unsigned epoch = 1;
+    if (tiles > 1) cf_take_ticket(ticket, tiles, t, epoch);
+    const cf::NodeSlots<cf_acc_t> leaves{leaf_slots, epoch}, nodes{node_slots, epoch};
+    cf_scan_tile(op, x, y, n, t, tiles, mode, leaves, nodes);
+}
+#else
+// The long pass of the segmented scan (the source defines CF_SCAN_LONG): after a
+// thread-schedule launch of kernels/segment_scan.cuh has listed the segments longer than
+// half a tile (cf::scan_long_list), every listed segment is scanned as the device-wide scan
+// scans a whole array, each on its own: global tile g (the block's ticket) is tile
+// g - first of the segment that reserved it, with its leaves and nodes at slot `first`
+// onwards. A segment's tiles are consecutive tickets, so a tile waits only on earlier tiles
+// of its own segment, which hold earlier tickets. The grid is the list's tile capacity
+// (the host does not know how many were reserved); tickets past them, and tiles of a
+// segment that found the list full (scanned by its warp instead), end at once. Outputs go
+// to the segment's own positions of y.
+extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+cf_scan_long(const cf_in_t* x, cf_out_t* y, cf::u64 n, unsigned exclusive, unsigned long long* ticket,
+             unsigned long long* leaf_slots, unsigned long long* node_slots, cf::u64* long_hdr,
+             const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    constexpr int TILE_LOG = cf::ilog2(CF_BLOCK * CF_ITEMS);
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
+    cf::u64 g;
+    unsigned epoch;
+    cf_take_ticket(ticket, gridDim.x, g, epoch);
+    const cf::LongList l = cf::scan_long_list(long_hdr, n, TILE_LOG);
+    if (g >= l.reserved()) return;
+    const unsigned slot = l.owner()[g];
+    if (slot == ~0u) return;
+    const cf::u64* e = l.entry(slot);
+    const cf::u64 lo = e[1], len = e[2], first = e[3];
+    const cf_in_t* xs = x + lo;
+    cf_out_t* ys = y + lo;
+    unsigned mode = exclusive ? CF_SCAN_EXCLUSIVE : 0u;
+    if ((reinterpret_cast<unsigned long long>(xs) & 15) == 0) mode |= CF_SCAN_X_ALIGNED;
+    if ((reinterpret_cast<unsigned long long>(ys) & 15) == 0) mode |= CF_SCAN_Y_ALIGNED;
+    constexpr int W = cf::NodeSlots<cf_acc_t>::WORDS;
+    const cf::NodeSlots<cf_acc_t> leaves{leaf_slots + first * W, epoch}, nodes{node_slots + first * W, epoch};
+    cf_scan_tile(op, xs, ys, len, g - first, (len + (1ull << TILE_LOG) - 1) >> TILE_LOG, mode, leaves, nodes);
+}
+#endif
 #endif

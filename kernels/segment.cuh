@@ -20,6 +20,7 @@
 // that are not monotone or run past the input) is not read and its output not written.
 #pragma once
 
+#include "cufold/long_list.cuh"
 #include "cufold/reduce.cuh"
 
 namespace cf {
@@ -121,14 +122,62 @@ __device__ __forceinline__ typename Op::Acc segment_tree(const Op& op, const Loa
     return leader ? tree.complete(op, tiles, p / TILE) : op.identity();
 }
 
-// The canonical tree over the n >= 1 values at x, by one thread (lifted with their place
-// 0 .. n - 1): each value joins the counter, as the tiles do in segment_tree, and absent
-// positions up to next_pow2(n) complete it the same way.
-template <class Op>
+// The canonical tree over the n >= 1 values at x, n <= MAX (a power of two), by one thread
+// (lifted with their place 0 .. n - 1): TreeCounter's pushes and completion, with the counter
+// in registers (levels unrolled, so that no array is indexed at run time and nothing goes to
+// local memory) and the loads eight at a time.
+template <int MAX, class Op>
 __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const typename Op::In* __restrict__ x, u64 n) {
-    TreeCounter<typename Op::Acc> tree;
-    for (u64 i = 0; i < n; ++i) tree.push(op, i, op.lift(x[i], i));
-    return tree.complete(op, n, next_pow2(n));
+    typedef typename Op::Acc Acc;
+    constexpr int LEVELS = ilog2(MAX) + 1;
+    constexpr int G = 8;
+    Acc stack[LEVELS];
+    unsigned i = 0;
+    // Unit i joins: aligned pairs combine as they complete.
+    auto push = [&](Acc v) {
+#pragma unroll
+        for (int l = 0; l < LEVELS; ++l) {
+            if (((i >> l) & 1) == 0) {
+                stack[l] = v;
+                break;
+            }
+            v = op.combine(stack[l], v);
+        }
+        ++i;
+    };
+    for (u64 b = 0; b < n; b += G) {
+        Acc a[G];
+#pragma unroll
+        for (int j = 0; j < G; ++j)
+            if (b + j < n) a[j] = op.lift(x[b + j], b + j);
+#pragma unroll
+        for (int j = 0; j < G; ++j)
+            if (b + j < n) push(a[j]);
+    }
+    // Absent positions up to next_pow2(n), as TreeCounter::complete (whose levels l = ctz(i)
+    // only grow): the absent block at a set bit joins the present block to its left as the
+    // identity, and the result climbs.
+    const unsigned padded = (unsigned)next_pow2(n);
+#pragma unroll
+    for (int l = 0; l < LEVELS; ++l) {
+        if (i < padded && ((i >> l) & 1)) {
+            Acc v = op.combine(stack[l], op.identity());
+#pragma unroll
+            for (int m = l + 1; m < LEVELS; ++m) {
+                if (((i >> m) & 1) == 0) {
+                    stack[m] = v;
+                    break;
+                }
+                v = op.combine(stack[m], v);
+            }
+            i += 1u << l;
+        }
+    }
+    Acc r = stack[0];
+#pragma unroll
+    for (int l = 1; l < LEVELS; ++l)
+        if (padded == (1u << l)) r = stack[l];
+    return r;
 }
 
 }  // namespace cf
@@ -139,32 +188,9 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
 // In the reduction's thread schedule with a long list (ragged offsets with a long tail),
 // segments longer than 2^CF_LONG_MIN_LOG go to the long pass instead of a warp: aligned
 // chunks of at least 2^CF_LONG_CHUNK_MIN_LOG positions, a block per chunk, then a block per
-// long segment joining its chunks.
-#define CF_LONG_MIN_LOG 16
-#define CF_LONG_CHUNK_MIN_LOG 14
+// long segment joining its chunks (the list: kernels/long_list.cuh).
 
 namespace cf {
-
-// The long list, in scratch memory laid out from `n` (the input's length) alone, so that the
-// host and every kernel agree: two counters (segments listed, chunks reserved; zeroed before
-// the launch), `cap` entries (segment, start, length, first chunk), `chunk_cap` chunk owners
-// (the entry's index, or ~0 for chunks reserved but not used), then `chunk_cap` partials.
-// Long segments that do not overlap hold at most n >> CF_LONG_MIN_LOG entries and n >>
-// CF_LONG_CHUNK_MIN_LOG chunks, plus one partial chunk each; a segment that finds no room
-// (offsets that overlap) is reduced by its warp as before.
-struct LongList {
-    u64* hdr;
-    u64 cap;
-    u64 chunk_cap;
-    __device__ __forceinline__ LongList(u64* h, u64 n)
-        : hdr(h), cap((n >> CF_LONG_MIN_LOG) + 1), chunk_cap((n >> CF_LONG_CHUNK_MIN_LOG) + (n >> CF_LONG_MIN_LOG) + 1) {}
-    __device__ __forceinline__ u64* entry(u64 i) const { return hdr + 2 + 4 * i; }
-    __device__ __forceinline__ unsigned* owner() const { return reinterpret_cast<unsigned*>(hdr + 2 + 4 * cap); }
-    template <class Acc> __device__ __forceinline__ Acc* partials() const {
-        const u64 bytes = (16 + 32 * cap + 4 * chunk_cap + 15) & ~15ull;
-        return reinterpret_cast<Acc*>(reinterpret_cast<char*>(hdr) + bytes);
-    }
-};
 
 // log2 of a long segment's chunk: at least 2^CF_LONG_CHUNK_MIN_LOG positions, and few enough
 // chunks (next_pow2(len) >> log, at most BLOCK * 8) for one tile of the joining block.
@@ -172,31 +198,6 @@ template <int BLOCK> __device__ __forceinline__ int long_chunk_log(u64 len) {
     constexpr int JOIN_LOG = BLOCK == 32 ? 8 : BLOCK == 64 ? 9 : BLOCK == 128 ? 10 : BLOCK == 256 ? 11 : BLOCK == 512 ? 12 : 13;
     const int l = 63 - __clzll((long long)next_pow2(len)) - JOIN_LOG;
     return l > CF_LONG_CHUNK_MIN_LOG ? l : CF_LONG_CHUNK_MIN_LOG;
-}
-
-// Lists segment s (positions lo .. lo + len) for the long pass: reserves its chunks and an
-// entry, names the entry as the owner of its chunks. False (nothing listed, its reserved
-// chunks marked unowned) when the list is full.
-template <int BLOCK> __device__ __forceinline__ bool list_long(u64* hdr, u64 n, u64 s, u64 lo, u64 len) {
-    const LongList l(hdr, n);
-    const int cl = long_chunk_log<BLOCK>(len);
-    const u64 chunks = (len + (1ull << cl) - 1) >> cl;
-    const u64 first = atomicAdd(reinterpret_cast<unsigned long long*>(hdr + 1), (unsigned long long)chunks);
-    u64 slot = ~0ull;
-    if (first + chunks <= l.chunk_cap) {
-        slot = atomicAdd(reinterpret_cast<unsigned long long*>(hdr), 1ull);
-        if (slot >= l.cap) slot = ~0ull;
-    }
-    const unsigned tag = slot == ~0ull ? ~0u : (unsigned)slot;
-    const u64 end = first + chunks < l.chunk_cap ? first + chunks : l.chunk_cap;
-    for (u64 i = first; i < end; ++i) l.owner()[i] = tag;
-    if (slot == ~0ull) return false;
-    u64* e = l.entry(slot);
-    e[0] = s;
-    e[1] = lo;
-    e[2] = len;
-    e[3] = first;
-    return true;
 }
 
 }  // namespace cf
@@ -245,13 +246,13 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         const bool longer = valid && hi - lo > CF_THREAD_MAX;
         if (valid && !longer) {
             if (hi > lo)
-                out[s] = op.finish(cf::thread_tree(op, x + lo, hi - lo), hi - lo);
+                out[s] = op.finish(cf::thread_tree<CF_THREAD_MAX>(op, x + lo, hi - lo), hi - lo);
             else if (write_empty)
                 out[s] = op.finish(op.identity(), 0);
         }
         // With a long list, the longest go to the long pass (cf_segment_long_chunks).
         const bool listed = longer && long_hdr && hi - lo > (1ull << CF_LONG_MIN_LOG) &&
-                            cf::list_long<CF_BLOCK>(long_hdr, n, s, lo, hi - lo);
+                            cf::reduce_long_list(long_hdr, n).add(s, lo, hi - lo, cf::long_chunk_log<CF_BLOCK>(hi - lo));
         for (unsigned mask = __ballot_sync(~0u, longer && !listed); mask; mask &= mask - 1) {
             const int j = __ffs(mask) - 1;
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j);
@@ -293,9 +294,8 @@ cf_segment_long_chunks(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64* long_h
                        const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     __shared__ cf_acc_t smem[2][CF_BLOCK / 32];
-    const cf::LongList l(long_hdr, n);
-    const cf::u64 reserved = long_hdr[1];
-    const cf::u64 total = reserved < l.chunk_cap ? reserved : l.chunk_cap;
+    const cf::LongList l = cf::reduce_long_list(long_hdr, n);
+    const cf::u64 total = l.reserved();
     cf_acc_t* partials = l.partials<cf_acc_t>();
     unsigned calls = 0;
     for (cf::u64 i = blockIdx.x; i < total; i += gridDim.x) {
@@ -321,9 +321,8 @@ cf_segment_long_combine(cf::u64 n, cf::u64* long_hdr, cf_out_t* __restrict__ out
                         const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     __shared__ cf_acc_t smem[2][CF_BLOCK / 32];
-    const cf::LongList l(long_hdr, n);
-    const cf::u64 listed = long_hdr[0];
-    const cf::u64 count = listed < l.cap ? listed : l.cap;
+    const cf::LongList l = cf::reduce_long_list(long_hdr, n);
+    const cf::u64 count = l.listed();
     const cf_acc_t* partials = l.partials<cf_acc_t>();
     unsigned calls = 0;
     for (cf::u64 slot = blockIdx.x; slot < count; slot += gridDim.x) {

@@ -1,9 +1,12 @@
 // cufold: segmented scans: each segment scanned in its own canonical grouping.
 //
 // Segment s's outputs are what the whole-array scan of that segment alone gives (positions
-// counted from the segment's start). A thread per segment keeps the canonical prefix of
-// what it has read on a binary counter (cf::PrefixStack, the CPU's twin), and hands a
-// segment longer than CF_THREAD_MAX to its whole warp (cf::warp_scan_segment); a block per
+// counted from the segment's start). A thread per segment scans runs of eight in registers
+// and keeps the canonical prefix of the runs before on a binary counter (the grouping of
+// cf::PrefixStack, the CPU's twin), and hands a
+// segment longer than CF_THREAD_MAX to its whole warp (cf::warp_scan_segment), or, with a
+// long list, one longer than half a tile of the device-wide scan to that scan's own tiles
+// and look-back (kernels/scan.cuh, cf_scan_long: many blocks per segment); a block per
 // segment scans tile after tile with the block-level scan of kernels/scan.cuh, each tile
 // starting from the fold, largest first, of the completed aligned blocks of tiles before it
 // (thread 0's PrefixStack over tile trees): the look-back of the device-wide scan, with
@@ -66,22 +69,53 @@ __device__ __forceinline__ void warp_scan_segment(const Op& op, const typename O
     }
 }
 
-// The scan of the n values at x into y, by one thread, in the canonical grouping (positions
-// counted from x): exclusive outputs are finish(prefix before i, i), inclusive ones
-// finish(prefix through i, i + 1).
-template <class Op>
+// The scan of the n <= MAX values at x into y (MAX a power of two), by one thread, in the
+// canonical grouping (positions counted from x): exclusive outputs are finish(prefix before
+// i, i), inclusive ones finish(prefix through i, i + 1). Runs of eight positions are loaded
+// together and scanned in registers (cf::run_up, cf::run_outputs, as a tile's runs are);
+// the completed aligned blocks of runs before them sit on a binary counter whose levels are
+// unrolled (blk[l]: the tree of the last block of 2^l runs while bit l of the count is
+// set), so that nothing is indexed at run time and nothing goes to local memory. A run's
+// exclusive prefix is the fold, largest first, of those blocks: PrefixStack's grouping.
+template <int MAX, class Op>
 __device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In* __restrict__ x, u64 n,
                                             typename Op::Out* __restrict__ y, bool exclusive) {
-    PrefixStack<typename Op::Acc> st;
-    for (u64 i = 0; i < n; ++i) {
-        const typename Op::Acc v = op.lift(x[i], i);
-        if (exclusive) {
-            y[i] = op.finish(st.has() ? st.prefix() : op.identity(), i);
-            st.push(op, v);
-        } else {
-            st.push(op, v);
-            y[i] = op.finish(st.prefix(), i + 1);
+    typedef typename Op::Acc Acc;
+    constexpr int G = 8;
+    constexpr int LEVELS = MAX / G > 1 ? ilog2(MAX / G) + 1 : 1;
+    Acc blk[LEVELS];
+    unsigned count = 0;  // runs completed
+    Acc pre;             // the fold of blk, largest first (when count > 0)
+    for (u64 b = 0; b < n; b += G) {
+        Acc a[G];
+#pragma unroll
+        for (int j = 0; j < G; ++j) a[j] = b + j < n ? op.lift(x[b + j], b + j) : op.identity();
+        run_up(op, a);  // a[G - 1]: the run's tree
+        const bool has = count > 0;
+        const Acc p = has ? pre : a[G - 1];  // a[G - 1] only fills an empty prefix's place
+        Acc after = a[G - 1];                // used only when the run is whole
+        if (b + G <= n) {
+            Acc v = a[G - 1];
+#pragma unroll
+            for (int l = 0; l < LEVELS; ++l) {
+                if (((count >> l) & 1) == 0) {
+                    blk[l] = v;
+                    break;
+                }
+                v = op.combine(blk[l], v);
+            }
+            ++count;
+            bool h = false;
+#pragma unroll
+            for (int l = LEVELS - 1; l >= 0; --l)
+                if ((count >> l) & 1) extend(op, pre, h, blk[l]);
+            after = pre;
         }
+        typename Op::Out o[G];
+        run_outputs(op, a, p, has, after, b, exclusive, o);
+#pragma unroll
+        for (int j = 0; j < G; ++j)
+            if (b + j < n) y[b + j] = o[j];
     }
 }
 
@@ -89,9 +123,12 @@ __device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In*
 
 #ifdef CF_SEGMENT_SCAN_KERNEL
 // The segmented scan, instantiated with CF_OP, CF_BLOCK, CF_GROUP (1: a thread per segment,
-// or CF_BLOCK), CF_ITEMS (a power of two: positions per thread per tile), CF_ALGO and
-// CF_OP_BYTES. Segment s of x (rows: lo = s * stride, cols long; offsets: offsets[s] ..
-// offsets[s + 1]) is scanned into y at s * cols (rows, packed) or at lo (offsets).
+// or CF_BLOCK), CF_ITEMS (a power of two: positions per thread per tile), CF_ALGO,
+// CF_OP_BYTES and CF_LONG_TILE_LOG (log2 of the device-wide scan's tile for these types,
+// which the long pass uses). Segment s of x (rows: lo = s * stride, cols long; offsets:
+// offsets[s] .. offsets[s + 1]) is scanned into y at s * cols (rows, packed) or at lo
+// (offsets). `long_hdr`, for ragged offsets on the thread schedule, is the long list
+// (kernels/long_list.cuh) that cf_scan_long then takes; 0 otherwise.
 typedef CF_OP cf_op_t;
 typedef cf_op_t::In cf_in_t;
 typedef cf_op_t::Acc cf_acc_t;
@@ -114,8 +151,7 @@ __device__ __forceinline__ bool cf_scan_bounds(cf::u64 s, cf::u64 n, const cf::u
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, const cf::u64* __restrict__ offsets,
-                cf::u64 stride, cf::u64 cols, unsigned exclusive, cf_out_t* __restrict__ y,
-                cf::u64* /* long_hdr: the reduction's long list, unused by the scan */,
+                cf::u64 stride, cf::u64 cols, unsigned exclusive, cf_out_t* __restrict__ y, cf::u64* long_hdr,
                 const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 #if CF_GROUP == 1
@@ -130,8 +166,13 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
         cf::u64 lo = 0, hi = 0, at = 0;
         const bool valid = s < segments && cf_scan_bounds(s, n, offsets, stride, cols, lo, hi, at);
         const bool longer = valid && hi - lo > CF_THREAD_MAX;
-        if (valid && !longer) cf::thread_scan(op, x + lo, hi - lo, y + at, exclusive != 0);
-        for (unsigned mask = __ballot_sync(~0u, longer); mask; mask &= mask - 1) {
+        if (valid && !longer) cf::thread_scan<CF_THREAD_MAX>(op, x + lo, hi - lo, y + at, exclusive != 0);
+        // With a long list (ragged offsets), the longest go to the device-wide scan's tiles
+        // (kernels/scan.cuh, cf_scan_long).
+        const bool listed = longer && long_hdr &&
+                            hi - lo > (1ull << cf::scan_long_min_log(CF_LONG_TILE_LOG)) &&
+                            cf::scan_long_list(long_hdr, n, CF_LONG_TILE_LOG).add(s, lo, hi - lo, CF_LONG_TILE_LOG);
+        for (unsigned mask = __ballot_sync(~0u, longer && !listed); mask; mask &= mask - 1) {
             const int j = __ffs(mask) - 1;
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j), o = __shfl_sync(~0u, at, j);
             cf::warp_scan_segment<CF_ITEMS>(op, x + a, b - a, y + o, exclusive != 0);

@@ -407,14 +407,29 @@ fn every_builtin_segment_kernel_compiles_for_hopper() {
             let sizes = cufold::scan::TypeSizes::of::<T, O>();
             let s = cufold::scan::ScanShape::fitting(sizes, 256, 64, Default::default(), false)
                 .unwrap();
+            let c = cufold::scan::ScanConfig::default();
+            let long = cufold::scan::ScanShape::fitting(
+                sizes,
+                c.get_block(),
+                c.get_bytes_per_thread() as usize,
+                c.get_algorithm(),
+                c.get_staging(),
+            )
+            .unwrap();
+            let bytes = op.params().bytes().len();
+            if let Err(e) =
+                cufold::segment::compile_scan_long_kernel(&op.cuda(), bytes, sizes, &long, "sm_90")
+            {
+                panic!("{} long scan over {}: {e}", O::NAME, T::cuda_name());
+            }
             for group in [1, s.block] {
-                let bytes = op.params().bytes().len();
                 if let Err(e) = cufold::segment::compile_scan_kernel(
                     &op.cuda(),
                     bytes,
                     s.block,
                     s.items,
                     group,
+                    long.tile(),
                     "sm_90",
                 ) {
                     panic!(
@@ -551,4 +566,112 @@ long_tail_tests! {
     f32_argmax_long_tail_has_the_cpu_bits: f32, ArgMax;
     f64_meanvar_long_tail_has_the_cpu_bits: f64, MeanVar;
     affine_f32_long_tail_keeps_its_order: Affine<f32>, Compose;
+}
+
+/// A ragged shape with a long tail on the thread schedule, over 2^20 elements: segments over
+/// half a tile of the device-wide scan (and over 4096) go to the long pass, the device-wide
+/// scan's tiles and look-back on each segment; every output has the bits of the CPU's
+/// whole-array scan of its segment.
+fn check_scan_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
+    let g = gpu();
+    let s = seed(test);
+    let mut r = Rng(s);
+    let mut lengths: Vec<usize> = (0..200_000).map(|_| (r.next() % 9) as usize).collect();
+    // At and just over the list's limits for 4- to 16-byte accumulators (4096, 8192), a
+    // tile count that is not a power of two, more tiles than a look-back chunk (256), and a
+    // long segment last.
+    for (at, len) in [
+        (5, 4097),
+        (6, 4096),
+        (700, 8193),
+        (9_000, 300_001),
+        (50_000, (1 << 20) + 5),
+        (120_000, 3 << 21),
+        (199_999, 70_000),
+    ] {
+        lengths[at] = len;
+    }
+    let off = csr_offsets(1, &lengths);
+    let x: Vec<T> = data(*off.last().unwrap() as usize + 3, s ^ 5);
+    let (xd, od) = (upload(g, &x), upload(g, &off));
+    for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
+        let mut want = vec![None; x.len()];
+        for w in off.windows(2) {
+            let (lo, hi) = (w[0] as usize, w[1] as usize);
+            for (j, v) in Cpu::new()
+                .scan(&x[lo..hi], op, kind)
+                .unwrap()
+                .into_iter()
+                .enumerate()
+            {
+                want[lo + j] = Some(v);
+            }
+        }
+        for schedule in [None, Some(Schedule::Thread)] {
+            let sc = g
+                .segment_scanner_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+                .unwrap();
+            assert_eq!(
+                sc.plan(lengths.len() as u64, x.len() as u64, false)
+                    .schedule,
+                Schedule::Thread
+            );
+            let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
+            sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
+            let what = format!(
+                "{} {kind:?} over {}, long tail, {schedule:?}",
+                O::NAME,
+                T::cuda_name()
+            );
+            compare(&what, &download(&y), &want);
+        }
+    }
+    // Overlapping segments (valid one by one): twenty copies of the whole input, more tiles
+    // than the list holds; those that find no room are scanned by their warps. Every copy
+    // writes the same outputs (the scan of the whole input); decreasing offsets write none.
+    let n = 1usize << 20;
+    let x: Vec<T> = data(n, s ^ 9);
+    let off: Vec<u64> = (0..41)
+        .map(|i| if i % 2 == 0 { 0 } else { n as u64 })
+        .collect();
+    let (xd, od) = (upload(g, &x), upload(g, &off));
+    let sc = g
+        .segment_scanner_with::<T, O>(
+            op,
+            SegmentConfig::default().schedule(Some(Schedule::Thread)),
+        )
+        .unwrap();
+    for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
+        let want: Vec<Option<O::Out>> = Cpu::new()
+            .scan(&x, op, kind)
+            .unwrap()
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut y = upload(g, &vec![poison::<O::Out>(); n]);
+        sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
+        compare(
+            &format!("{test}: overlapping, {kind:?}"),
+            &download(&y),
+            &want,
+        );
+    }
+}
+
+macro_rules! scan_long_tail_tests {
+    ($($name:ident: $t:ty, $op:expr;)*) => {$(
+        #[test]
+        #[ignore = "needs a CUDA device"]
+        fn $name() {
+            check_scan_long_tail::<$t, _>($op, stringify!($name));
+        }
+    )*};
+}
+
+scan_long_tail_tests! {
+    f32_sum_scan_long_tail_has_the_cpu_bits: f32, Sum;
+    f32_argmax_scan_long_tail_has_the_cpu_bits: f32, ArgMax;
+    f64_meanvar_scan_long_tail_has_the_cpu_bits: f64, MeanVar;
+    u8_sum_scan_long_tail_has_the_cpu_bits: u8, Sum;
+    affine_f32_scan_long_tail_keeps_its_order: Affine<f32>, Compose;
 }

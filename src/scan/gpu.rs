@@ -15,7 +15,7 @@ use std::marker::PhantomData;
 /// 64-bit words per published accumulator in the look-back's slots (kernels/lookback.cuh's
 /// `NodeSlots::WORDS`, which the kernel checks against this): each 32-bit word of the
 /// accumulator beside the launch's epoch.
-fn slot_words(acc_bytes: usize) -> usize {
+pub(crate) fn slot_words(acc_bytes: usize) -> usize {
     acc_bytes.div_ceil(4)
 }
 
@@ -38,6 +38,19 @@ pub fn kernel_source(
     sizes: TypeSizes,
     shape: &ScanShape,
 ) -> String {
+    source(op, param_bytes, sizes, shape, false)
+}
+
+/// [`kernel_source`], or with `long` the segmented scan's long pass (`cf_scan_long`) in its
+/// place: the same tiles and look-back over the segments a thread-schedule launch listed.
+fn source(
+    op: &CudaOp,
+    param_bytes: usize,
+    sizes: TypeSizes,
+    shape: &ScanShape,
+    long: bool,
+) -> String {
+    let long = long.then(|| ("CF_SCAN_LONG", "1".to_string()));
     jit::kernel_source(
         "scan",
         op,
@@ -50,8 +63,49 @@ pub fn kernel_source(
             ("CF_SLOT_WORDS", slot_words(sizes.acc).to_string()),
             ("CF_SHARED_BYTES", shape.shared_bytes(sizes).to_string()),
             ("CF_OP_BYTES", param_bytes.to_string()),
-        ],
+        ]
+        .into_iter()
+        .chain(long)
+        .collect::<Vec<_>>(),
     )
+}
+
+/// The device-wide scan's shape for operators with these type `sizes` under `c` (the
+/// default [`ScanConfig`]: what [`Gpu::scanner`] compiles).
+pub(crate) fn shape_for(sizes: TypeSizes, c: &ScanConfig) -> Result<ScanShape> {
+    ScanShape::fitting(
+        sizes,
+        c.get_block(),
+        c.get_bytes_per_thread() as usize,
+        c.get_algorithm(),
+        c.get_staging(),
+    )
+}
+
+/// The segmented scan's long pass (kernels/scan.cuh's `cf_scan_long`) for `op` with these
+/// type `sizes`, in the device-wide scan's `shape`: its parameters are (const In*, Out*,
+/// u64 n, unsigned exclusive, u64* ticket, u64* leaves, u64* nodes, u64* long_hdr,
+/// OpBytes), and it takes one block per tile of the long list's capacity.
+pub(crate) fn long_kernel(
+    gpu: &Gpu,
+    op: &CudaOp,
+    param_bytes: usize,
+    sizes: TypeSizes,
+    shape: &ScanShape,
+) -> Result<CudaFunction> {
+    gpu.kernel("cf_scan_long", op, &(*shape, param_bytes), || {
+        long_source(op, param_bytes, sizes, shape)
+    })
+}
+
+/// The source of [`long_kernel`].
+pub(crate) fn long_source(
+    op: &CudaOp,
+    param_bytes: usize,
+    sizes: TypeSizes,
+    shape: &ScanShape,
+) -> String {
+    source(op, param_bytes, sizes, shape, true)
 }
 
 /// Compiles the scan kernel of `op` (with these type `sizes`) for the GPU architecture
@@ -153,13 +207,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
     pub(crate) fn new(gpu: Gpu, op: O, config: ScanConfig) -> Result<Self> {
         check_scannable::<T, O>()?;
         let sizes = TypeSizes::of::<T, O>();
-        let shape = ScanShape::fitting(
-            sizes,
-            config.get_block(),
-            config.get_bytes_per_thread() as usize,
-            config.get_algorithm(),
-            config.get_staging(),
-        )?;
+        let shape = shape_for(sizes, &config)?;
         let cuda = op.cuda();
         let params = op.params();
         let param_bytes = params.bytes().len();

@@ -18,6 +18,7 @@ mod gpu;
 mod plan;
 
 pub use gpu::{compile_kernel, kernel_source, Scanner};
+pub(crate) use gpu::{long_kernel, long_source, shape_for, slot_words};
 pub use plan::{plan, ScanAlgorithm, ScanPlan, ScanShape, TypeSizes};
 
 /// Which prefix each output position holds.

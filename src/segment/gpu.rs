@@ -8,6 +8,7 @@ use super::plan::{
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, Result};
+use crate::gpu::jit::embedded::defines;
 use crate::gpu::{check_block, get_or_try, jit, Gpu};
 use crate::ops::check::check_empty;
 use crate::ops::{CudaOp, Operator, ParamBlob};
@@ -411,7 +412,12 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         // per listed segment joining its chunks.
         let chunks_fn = self.kernel(&self.long_chunks_fn, "cf_segment_long_chunks", block)?;
         let combine_fn = self.kernel(&self.long_combine_fn, "cf_segment_long_combine", block)?;
-        let (entries, chunk_cap, bytes) = long_list_layout::<O::Acc>(args.n);
+        let (entries, chunk_cap, bytes) = long_list_layout(
+            args.n,
+            defines::CF_LONG_MIN_LOG,
+            defines::CF_LONG_CHUNK_MIN_LOG,
+            std::mem::size_of::<O::Acc>(),
+        );
         let dev = &self.gpu.inner.props;
         let stream = &self.gpu.inner.stream;
         let mut arena = self.gpu.inner.scratch.lock().unwrap();
@@ -461,17 +467,23 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
 }
 
 /// Inputs from this many elements on get the long pass in the thread schedule (below it, a
-/// segment long enough for it is short work for its warp anyway).
-const LONG_PASS_MIN_N: u64 = 1 << 20;
+/// segment long enough for it is short work for its warp anyway); the segmented scan's too.
+pub(super) const LONG_PASS_MIN_N: u64 = 1 << 20;
 
-/// The long list's entries, chunk capacity and bytes for an input of `n` elements, as
-/// kernels/segment.cuh's `cf::LongList` lays them out (counters, entries, chunk owners, then
-/// the chunk partials on a 16-byte boundary).
-fn long_list_layout<Acc>(n: u64) -> (u64, u64, usize) {
-    let entries = (n >> crate::gpu::jit::embedded::defines::CF_LONG_MIN_LOG) + 1;
-    let chunk_cap = (n >> crate::gpu::jit::embedded::defines::CF_LONG_CHUNK_MIN_LOG) + entries;
+/// The long list's entries, chunk capacity and bytes for an input of `n` elements, segments
+/// over `2^min_log` positions, chunks of `2^chunk_min_log` or more and `partial_bytes` per
+/// chunk after the list, as kernels/long_list.cuh's `cf::LongList` lays them out (counters,
+/// entries, chunk owners, then the chunk partials on a 16-byte boundary).
+pub(super) fn long_list_layout(
+    n: u64,
+    min_log: u32,
+    chunk_min_log: u32,
+    partial_bytes: usize,
+) -> (u64, u64, usize) {
+    let entries = (n >> min_log) + 1;
+    let chunk_cap = (n >> chunk_min_log) + entries;
     let head = (16 + 32 * entries + 4 * chunk_cap).next_multiple_of(16);
-    let bytes = head + chunk_cap * std::mem::size_of::<Acc>() as u64;
+    let bytes = head + chunk_cap * partial_bytes as u64;
     (entries, chunk_cap, bytes as usize)
 }
 

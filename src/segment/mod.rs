@@ -70,7 +70,9 @@ pub use plan::{
     plan, split_chunk_log, with_schedule, Schedule, SegmentPlan, THREAD_MAX_MEAN, WARP_MAX_MEAN,
     WHOLE_MIN_LEN,
 };
-pub use scan_gpu::{compile_scan_kernel, scan_kernel_source, SegmentScanner};
+pub use scan_gpu::{
+    compile_scan_kernel, compile_scan_long_kernel, scan_kernel_source, SegmentScanner,
+};
 
 /// The rows of a row-major matrix inside a buffer: `rows` rows of `cols` elements, row `r`
 /// starting at element `r * stride` (a view of a wider matrix when `stride > cols`).

@@ -2,27 +2,32 @@
 //! scanner once per row, one launch per call, on the caller's stream.
 
 use super::by_key::RunCache;
-use super::gpu::{launch_segments, SegmentArgs};
+use super::gpu::{launch_segments, long_list_layout, SegmentArgs, LONG_PASS_MIN_N};
 use super::plan::{check_offsets_len, check_rows, plan, with_schedule, Schedule, SegmentPlan};
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
+use crate::gpu::jit::embedded::defines;
 use crate::gpu::{check_block, get_or_try, jit, Gpu};
 use crate::ops::check::{check_scan_lengths, check_scannable};
 use crate::ops::{CudaOp, Operator, ParamBlob};
-use crate::scan::{ScanAlgorithm, ScanKind, ScanShape, Scanner, TypeSizes};
-use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut};
+use crate::scan::{ScanAlgorithm, ScanConfig, ScanKind, ScanShape, Scanner, TypeSizes};
+use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use std::marker::PhantomData;
 use std::sync::OnceLock;
 
 /// The full CUDA source of the segmented scan kernel for `op` (run-time parameters
-/// `param_bytes` long) with `block` threads, `items` positions per thread per tile and
-/// `group` threads per segment (1, or `block`).
+/// `param_bytes` long) with `block` threads, `items` positions per thread per tile, `group`
+/// threads per segment (1, or `block`), and `long_tile` positions in a tile of the
+/// device-wide scan for these types (a power of two: [`ScanShape::tile`] of the default
+/// [`Scanner`]), whose tiles take the longest segments of ragged offsets on the thread
+/// schedule.
 ///
 /// ```
 /// use cufold::ops::{Operator, Sum};
-/// let src = cufold::segment::scan_kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), 0, 256, 16, 1);
+/// let src = cufold::segment::scan_kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), 0, 256, 16, 1, 8192);
 /// assert!(src.contains("#include \"cufold/segment_scan.cuh\"") && src.contains("#define CF_GROUP 1"));
+/// assert!(src.contains("#define CF_LONG_TILE_LOG 13"));
 /// ```
 pub fn scan_kernel_source(
     op: &CudaOp,
@@ -30,6 +35,7 @@ pub fn scan_kernel_source(
     block: u32,
     items: u32,
     group: u32,
+    long_tile: u64,
 ) -> String {
     jit::kernel_source(
         "segment_scan",
@@ -40,6 +46,7 @@ pub fn scan_kernel_source(
             ("CF_ITEMS", items.to_string()),
             ("CF_ALGO", ScanAlgorithm::Blelloch.cuda_id().to_string()),
             ("CF_OP_BYTES", param_bytes.to_string()),
+            ("CF_LONG_TILE_LOG", long_tile.ilog2().to_string()),
         ],
     )
 }
@@ -49,7 +56,7 @@ pub fn scan_kernel_source(
 ///
 /// ```no_run
 /// use cufold::ops::{Operator, Sum};
-/// let cubin = cufold::segment::compile_scan_kernel(&<Sum as Operator<f32>>::cuda(&Sum), 0, 256, 16, 256, "sm_90")?;
+/// let cubin = cufold::segment::compile_scan_kernel(&<Sum as Operator<f32>>::cuda(&Sum), 0, 256, 16, 256, 8192, "sm_90")?;
 /// assert!(!cubin.is_empty());
 /// # Ok::<(), cufold::Error>(())
 /// ```
@@ -59,11 +66,41 @@ pub fn compile_scan_kernel(
     block: u32,
     items: u32,
     group: u32,
+    long_tile: u64,
     arch: &str,
 ) -> Result<Vec<u8>> {
     jit::probe_nvrtc()?;
     jit::compile(
-        &scan_kernel_source(op, param_bytes, block, items, group),
+        &scan_kernel_source(op, param_bytes, block, items, group, long_tile),
+        &jit::compile_options(arch),
+    )
+}
+
+/// Compiles the segmented scan's long pass for `op` (with these type `sizes` and run-time
+/// parameters `param_bytes` long) in the device-wide scan's `shape` for `arch`, and returns
+/// its CUBIN; it needs NVRTC but no device. On ragged offsets the thread schedule lists the
+/// segments longer than half of `shape`'s tile, and this kernel scans each of them with the
+/// device-wide scan's tiles and look-back (many blocks per segment, the same grouping).
+///
+/// ```no_run
+/// use cufold::ops::{Operator, Sum};
+/// use cufold::scan::{ScanShape, TypeSizes};
+/// let sizes = TypeSizes::uniform(4);
+/// let shape = ScanShape::for_sizes(sizes, 256, 128, Default::default(), true)?;
+/// let cubin = cufold::segment::compile_scan_long_kernel(&<Sum as Operator<f32>>::cuda(&Sum), 0, sizes, &shape, "sm_90")?;
+/// assert!(!cubin.is_empty());
+/// # Ok::<(), cufold::Error>(())
+/// ```
+pub fn compile_scan_long_kernel(
+    op: &CudaOp,
+    param_bytes: usize,
+    sizes: TypeSizes,
+    shape: &ScanShape,
+    arch: &str,
+) -> Result<Vec<u8>> {
+    jit::probe_nvrtc()?;
+    jit::compile(
+        &crate::scan::long_source(op, param_bytes, sizes, shape),
         &jit::compile_options(arch),
     )
 }
@@ -96,8 +133,11 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     config: SegmentConfig,
     block: u32,
     items: u32,
+    /// The device-wide scan's shape, whose tiles take the long segments (`long_fn`).
+    long_shape: ScanShape,
     thread_fn: OnceLock<CudaFunction>,
     block_fn: OnceLock<CudaFunction>,
+    long_fn: OnceLock<CudaFunction>,
     whole: OnceLock<Scanner<T, O>>,
     pub(super) runs: RunCache,
     _input: PhantomData<fn(T)>,
@@ -125,6 +165,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             ScanAlgorithm::Blelloch,
             false,
         )?;
+        let long_shape = crate::scan::shape_for(TypeSizes::of::<T, O>(), &ScanConfig::default())?;
         let params = op.params();
         Ok(SegmentScanner {
             gpu,
@@ -134,8 +175,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             config,
             block: shape.block,
             items: shape.items,
+            long_shape,
             thread_fn: OnceLock::new(),
             block_fn: OnceLock::new(),
+            long_fn: OnceLock::new(),
             whole: OnceLock::new(),
             runs: RunCache::default(),
             _input: PhantomData,
@@ -323,30 +366,116 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             Schedule::Thread => (&self.thread_fn, 1),
             _ => (&self.block_fn, self.block),
         };
+        let long_tile = self.long_shape.tile();
         let f = get_or_try(cell, || {
             let cuda = self.op.cuda();
             self.gpu.kernel(
                 "cf_segment_scan",
                 &cuda,
-                &(self.block, self.items, group, self.param_bytes),
-                || scan_kernel_source(&cuda, self.param_bytes, self.block, self.items, group),
+                &(self.block, self.items, group, self.param_bytes, long_tile),
+                || {
+                    scan_kernel_source(
+                        &cuda,
+                        self.param_bytes,
+                        self.block,
+                        self.items,
+                        group,
+                        long_tile,
+                    )
+                },
             )
         })?;
         let exclusive = u32::from(kind == ScanKind::Exclusive);
-        // SAFETY: the caller's.
-        unsafe {
-            launch_segments(
-                &self.gpu,
-                f,
-                plan.grid,
-                self.block,
-                &args,
-                exclusive,
-                0,
-                &self.params,
-                "launching the segmented scan kernel",
-            )
+        if plan.schedule != Schedule::Thread || args.off_ptr == 0 || args.n < LONG_PASS_MIN_N {
+            // SAFETY: the caller's.
+            return unsafe {
+                launch_segments(
+                    &self.gpu,
+                    f,
+                    plan.grid,
+                    self.block,
+                    &args,
+                    exclusive,
+                    0,
+                    &self.params,
+                    "launching the segmented scan kernel",
+                )
+            };
         }
+        // Ragged offsets on the thread schedule: segments over half a tile of the device-wide
+        // scan (a long tail of lengths) are listed, then scanned by that scan's tiles and
+        // look-back, each on its own (kernels/scan.cuh, cf_scan_long).
+        let long_fn = get_or_try(&self.long_fn, || {
+            crate::scan::long_kernel(
+                &self.gpu,
+                &self.op.cuda(),
+                self.param_bytes,
+                TypeSizes::of::<T, O>(),
+                &self.long_shape,
+            )
+        })?;
+        let tile_log = long_tile.ilog2();
+        let min_log = (tile_log - 1).max(defines::CF_SCAN_LONG_MIN_LOG);
+        let (_, tiles, list_bytes) = long_list_layout(args.n, min_log, tile_log, 0);
+        let grid = u32::try_from(tiles)
+            .ok()
+            .filter(|&g| g <= i32::MAX as u32)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::TooLarge,
+                    format!("a segmented scan of {} elements needs {tiles} tiles for its long segments, more than one launch takes", args.n),
+                )
+            })?;
+        let slot_bytes =
+            2 * 8 * tiles as usize * crate::scan::slot_words(std::mem::size_of::<O::Acc>());
+        let stream = &self.gpu.inner.stream;
+        let mut arena = self.gpu.inner.scratch.lock().unwrap();
+        arena.with_lease(stream, slot_bytes, list_bytes, |lease| {
+            let hdr = lease.plain;
+            // SAFETY: the plain region holds `list_bytes` >= 16: the list's two counters.
+            unsafe { cudarc::driver::result::memset_d8_async(hdr, 0, 16, stream.cu_stream()) }
+                .map_err(|e| Error::driver("clearing the long list's counters", e))?;
+            // SAFETY: the caller's buffers; the long list has the layout the kernel derives
+            // from n and the tile (long_list_layout, cf::scan_long_list).
+            unsafe {
+                launch_segments(
+                    &self.gpu,
+                    f,
+                    plan.grid,
+                    self.block,
+                    &args,
+                    exclusive,
+                    hdr,
+                    &self.params,
+                    "launching the segmented scan kernel",
+                )?
+            };
+            let (leaves, nodes) = (lease.slots, lease.slots + slot_bytes as u64 / 2);
+            let mut b = stream.launch_builder(long_fn);
+            b.arg(&args.x_ptr)
+                .arg(&args.out_ptr)
+                .arg(&args.n)
+                .arg(&exclusive)
+                .arg(&lease.ticket)
+                .arg(&leaves)
+                .arg(&nodes)
+                .arg(&hdr)
+                .arg(&*self.params);
+            let cfg = LaunchConfig {
+                grid_dim: (grid, 1, 1),
+                block_dim: (self.long_shape.block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: (const In*, Out*, u64 n, unsigned, u64* ticket, u64* leaves, u64*
+            // nodes, u64* long_hdr, OpBytes), as crate::scan::long_kernel says. The list was
+            // filled by the launch above, its segments lie within x (and y, as long as x);
+            // the ticket counter is zero and its next word the last epoch (the arena's
+            // contract, as for Scanner's launches); leaves and nodes hold `slot_words` words
+            // for each of the list's `tiles` tiles, in the slot region.
+            unsafe { b.launch(cfg) }
+                .map(|_| ())
+                .map_err(|e| Error::driver("launching the long segments' scan kernel", e))
+        })
     }
 }
 
