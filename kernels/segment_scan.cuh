@@ -78,8 +78,8 @@ __device__ __forceinline__ void warp_scan_segment(const Op& op, const typename O
 // set), so that nothing is indexed at run time and nothing goes to local memory. A run's
 // exclusive prefix is the fold, largest first, of those blocks: PrefixStack's grouping.
 template <int MAX, class Op>
-__device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In* __restrict__ x, u64 n,
-                                            typename Op::Out* __restrict__ y, bool exclusive) {
+__device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In* x, u64 n, typename Op::Out* y,
+                                            bool exclusive) {
     typedef typename Op::Acc Acc;
     constexpr int G = 8;
     constexpr int LEVELS = MAX / G > 1 ? ilog2(MAX / G) + 1 : 1;
@@ -159,6 +159,16 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
     // scanned by the whole warp, one after another (cf::warp_scan_segment), as the
     // reduction's thread schedule does: the same outputs, without one lane walking a long
     // segment alone.
+    //
+    // A warp whose segments are short and adjacent stages their span in shared memory
+    // (cf::stage_span) and, when outputs are as wide as inputs, scans each segment there in
+    // place and stores the span back in coalesced stores. Adjacent segments have at == lo
+    // (offsets; rows only when the stride is the row length).
+    constexpr int SPAN_BYTES = cf::SpanStage<CF_BLOCK>::BYTES;
+    constexpr bool IN_PLACE = sizeof(cf_out_t) == sizeof(cf_in_t);
+    __shared__ uint4 span_stage[CF_BLOCK / 32][SPAN_BYTES / 16];
+    cf_in_t* stage = reinterpret_cast<cf_in_t*>(span_stage[threadIdx.x >> 5]);
+    cf_out_t* ostage = reinterpret_cast<cf_out_t*>(span_stage[threadIdx.x >> 5]);
     const int lane = threadIdx.x & 31;
     const cf::u64 step = (cf::u64)gridDim.x * CF_BLOCK;
     for (cf::u64 base = (cf::u64)blockIdx.x * CF_BLOCK + (threadIdx.x & ~31u); base < segments; base += step) {
@@ -166,7 +176,26 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
         cf::u64 lo = 0, hi = 0, at = 0;
         const bool valid = s < segments && cf_scan_bounds(s, n, offsets, stride, cols, lo, hi, at);
         const bool longer = valid && hi - lo > CF_THREAD_MAX;
-        if (valid && !longer) cf::thread_scan<CF_THREAD_MAX>(op, x + lo, hi - lo, y + at, exclusive != 0);
+        cf::u64 start = 0, span = 0;
+        const bool staged = cf::stage_span<SPAN_BYTES / (int)sizeof(cf_in_t)>(x, s < segments, valid && !longer, lo,
+                                                                             hi, stage, start, span);
+        if (valid && !longer) {
+            if (!staged)
+                cf::thread_scan<CF_THREAD_MAX>(op, x + lo, hi - lo, y + at, exclusive != 0);
+            else if (IN_PLACE)
+                cf::thread_scan<CF_THREAD_MAX>(op, stage + (lo - start), hi - lo, ostage + (lo - start), exclusive != 0);
+            else
+                cf::thread_scan<CF_THREAD_MAX>(op, stage + (lo - start), hi - lo, y + at, exclusive != 0);
+        }
+        if (staged) {
+            __syncwarp();
+            if (IN_PLACE) {
+                // Every position of the span belongs to one of the warp's segments.
+#pragma unroll 4
+                for (cf::u64 k = lane; k < span; k += 32) y[start + k] = ostage[k];
+                __syncwarp();
+            }
+        }
         // With a long list (ragged offsets), the longest go to the device-wide scan's tiles
         // (kernels/scan.cuh, cf_scan_long).
         const bool listed = longer && long_hdr &&

@@ -66,6 +66,9 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let mut lengths = LENGTHS.to_vec();
     let mut r = Rng(s ^ 1);
     lengths.extend((0..500).map(|_| (r.next() % 70) as usize));
+    // Short segments, whose warps' spans fit the thread schedule's shared-memory stage.
+    let short: Vec<usize> = (0..3000).map(|_| (r.next() % 13) as usize).collect();
+    check_short_offsets::<T, O>(op, &short, s ^ 2);
     let off = csr_offsets(3, &lengths);
     let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
     let want = expected(&x, &off, op);
@@ -97,6 +100,7 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     for rows in [
         Rows::new(12, 4097).stride(4099),
         Rows::new(40, 33).stride(37),
+        Rows::new(70, 9),
         Rows::new(1, 70_001),
     ] {
         let want: Vec<Option<O::Out>> = (0..rows.rows)
@@ -121,6 +125,38 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
             );
             compare(&what, &download(&out), &want);
         }
+    }
+}
+
+/// Short ragged segments on every schedule: on the thread schedule, warps stage their spans
+/// in shared memory (those with an empty or a decreasing segment read from global memory).
+fn check_short_offsets<T: Gen + DeviceValue, O: Operator<T>>(op: O, lengths: &[usize], seed: u64) {
+    let g = gpu();
+    let mut off = csr_offsets(1, lengths);
+    // Segment 2000 decreases: it and its warp leave the stage.
+    off[2000] = off[2001] + 1;
+    let x: Vec<T> = data(*off.last().unwrap() as usize + 1, seed);
+    let want: Vec<Option<O::Out>> = off
+        .windows(2)
+        .map(|w| {
+            (w[0] <= w[1])
+                .then(|| Cpu::new().reduce(&x[w[0] as usize..w[1] as usize], op).ok())
+                .flatten()
+        })
+        .collect();
+    let (xd, od) = (upload(g, &x), upload(g, &off));
+    for schedule in SCHEDULES {
+        let r = g
+            .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+            .unwrap();
+        let mut out = upload(g, &vec![poison::<O::Out>(); lengths.len()]);
+        r.reduce_segments_into(&xd, &od, &mut out).unwrap();
+        let what = format!(
+            "{} over {}, short offsets, {schedule:?}",
+            O::NAME,
+            T::cuda_name()
+        );
+        compare(&what, &download(&out), &want);
     }
 }
 
@@ -271,6 +307,9 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let mut lengths = LENGTHS.to_vec();
     let mut r = Rng(s ^ 3);
     lengths.extend((0..300).map(|_| (r.next() % 70) as usize));
+    // Short segments, whose warps' spans fit the thread schedule's shared-memory stage.
+    let short: Vec<usize> = (0..3000).map(|_| (r.next() % 13) as usize).collect();
+    check_scan_offsets::<T, O>(op, &csr_offsets(1, &short), s ^ 4);
     let off = csr_offsets(3, &lengths);
     let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
     let (xd, od) = (upload(g, &x), upload(g, &off));
@@ -305,6 +344,7 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
         for rows in [
             Rows::new(6, 4097).stride(4099),
             Rows::new(40, 33).stride(37),
+            Rows::new(70, 9),
         ] {
             let mut want = Vec::new();
             for r in 0..rows.rows {
@@ -330,6 +370,37 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
                 );
                 compare(&what, &download(&y), &want);
             }
+        }
+    }
+}
+
+/// The segmented scan of these offsets on the default and the thread schedule (positions
+/// outside every segment keep their poison).
+fn check_scan_offsets<T: Gen + DeviceValue, O: Operator<T>>(op: O, off: &[u64], seed: u64) {
+    let g = gpu();
+    let x: Vec<T> = data(*off.last().unwrap() as usize + 2, seed);
+    let (xd, od) = (upload(g, &x), upload(g, off));
+    for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
+        let mut want = vec![None; x.len()];
+        for w in off.windows(2) {
+            let (lo, hi) = (w[0] as usize, w[1] as usize);
+            let out = Cpu::with_threads(1).scan(&x[lo..hi], op, kind).unwrap();
+            for (j, v) in out.into_iter().enumerate() {
+                want[lo + j] = Some(v);
+            }
+        }
+        for schedule in [None, Some(Schedule::Thread)] {
+            let sc = g
+                .segment_scanner_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+                .unwrap();
+            let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
+            sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
+            let what = format!(
+                "{} {kind:?} over {}, short offsets, {schedule:?}",
+                O::NAME,
+                T::cuda_name()
+            );
+            compare(&what, &download(&y), &want);
         }
     }
 }
