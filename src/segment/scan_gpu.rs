@@ -112,8 +112,11 @@ pub fn compile_scan_long_kernel(
 ///
 /// Schedules: a thread per segment ([`Schedule::Thread`]) or a block per segment
 /// ([`Schedule::Block`], also for what the reduction gives a warp), and for few long rows
-/// the whole-array [`Scanner`] once per row ([`Schedule::Whole`]). Every method enqueues on
-/// the stream and returns at once.
+/// the whole-array [`Scanner`] once per row ([`Schedule::Whole`]). On the thread schedule a
+/// segment over 256 elements goes to its thread's warp, and, for ragged offsets over 2^20
+/// elements, one over half a tile of the whole-array scan (and over 4096) to a second launch
+/// that scans it with that scan's tiles and look-back ([`compile_scan_long_kernel`]); the
+/// bits are the same on every path. Every method enqueues on the stream and returns at once.
 ///
 /// ```no_run
 /// use cufold::{ops, segment::Rows, ScanKind};
