@@ -499,3 +499,31 @@ fn laws_on_an_empty_sample_are_an_error() {
     );
     check(Sum, &[1.0f32], Tolerance::Exact).unwrap();
 }
+
+/// The tests' bit comparison (tests/common `same`): by bits for scalars and cufold's value
+/// types, NaNs of any payload equal, signed zeros apart; by Debug text for the rest.
+#[test]
+fn the_tests_bit_comparison_keeps_signed_zeros_apart_and_nans_together() {
+    use cufold::ops::{Affine, Indexed, MeanVarValue, MinMaxValue};
+    assert!(same(&1.5f32, &1.5f32) && !same(&0.0f32, &-0.0f32));
+    assert!(same(&f32::NAN, &f32::from_bits(0x7fc0_0001)) && !same(&f32::NAN, &1.0));
+    assert!(!same(&0.0f64, &-0.0f64) && same(&f64::NAN, &-f64::NAN));
+    assert!(!same(&cufold::f16::ZERO, &cufold::f16::NEG_ZERO));
+    assert!(same(&7u8, &7u8) && !same(&7i64, &8i64));
+    let ix = |value: f32, index: u64| Indexed { value, index };
+    assert!(same(&ix(1.0, 3), &ix(1.0, 3)) && !same(&ix(1.0, 3), &ix(1.0, 4)));
+    assert!(!same(&ix(0.0, 3), &ix(-0.0, 3)) && same(&ix(f32::NAN, 3), &ix(-f32::NAN, 3)));
+    let mm = |min: i32, max: i32| MinMaxValue { min, max };
+    assert!(same(&mm(1, 2), &mm(1, 2)) && !same(&mm(1, 2), &mm(1, 3)));
+    let mv = |m2: f64| MeanVarValue {
+        count: 2.0,
+        mean: 1.0,
+        m2,
+    };
+    assert!(same(&mv(0.5), &mv(0.5)) && !same(&mv(0.0), &mv(-0.0)));
+    let af = |a: f64| Affine { a, b: 1.0 };
+    assert!(same(&af(2.0), &af(2.0)) && !same(&af(2.0), &af(3.0)));
+    // Types without a bit path: their Debug text.
+    assert!(same(&(1.0f32, 2u64), &(1.0f32, 2u64)) && !same(&(0.0f32, 2u64), &(-0.0f32, 2u64)));
+    assert!(!same(&Some(1.0f32), &Some(2.0f32)) && same(&Some(f32::NAN), &Some(-f32::NAN)));
+}

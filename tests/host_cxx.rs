@@ -261,7 +261,11 @@ where
         };
         let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
         let tol = self.tol;
-        fn agree<T: Approx + std::fmt::Debug>(a: &T, b: &T, tol: Option<Tolerance>) -> bool {
+        fn agree<T: Approx + std::fmt::Debug + 'static>(
+            a: &T,
+            b: &T,
+            tol: Option<Tolerance>,
+        ) -> bool {
             match tol {
                 None => same(a, b),
                 Some(t) => a.approx_eq(b, t),

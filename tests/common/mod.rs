@@ -210,9 +210,94 @@ pub fn csr_offsets(base: u64, lengths: &[usize]) -> Vec<u64> {
 }
 
 /// Same bits (NaNs of any payload count as equal): Debug prints every other bit pattern
-/// of our floats differently, -0.0 included.
-pub fn same<X: std::fmt::Debug>(a: &X, b: &X) -> bool {
+/// of our floats differently, -0.0 included. The scalars and cufold's value types are
+/// compared by their bits under the same rule without printing them ([`SameBits`]): tests
+/// compare millions of outputs, and two formatted strings per value cost more than the
+/// GPU's work. Other types are compared by their Debug text.
+pub fn same<X: std::fmt::Debug + 'static>(a: &X, b: &X) -> bool {
+    use cufold::ops::{Affine, Indexed, Mat2, MeanVarValue, MinMaxValue};
+    use cufold::{bf16, f16};
+    use std::any::Any;
+    let (da, db): (&dyn Any, &dyn Any) = (a, b);
+    macro_rules! by_bits {
+        ($($t:ty),*) => {$(
+            if let (Some(x), Some(y)) = (da.downcast_ref::<$t>(), db.downcast_ref::<$t>()) {
+                return x.same_bits(y);
+            }
+        )*};
+    }
+    macro_rules! with_elements {
+        ($($t:ty),*) => {$(
+            by_bits!($t, Indexed<$t>, MinMaxValue<$t>);
+        )*};
+    }
+    with_elements!(f32, f64, f16, bf16, u8, i8, u16, i16, u32, i32, u64, i64);
+    by_bits!(
+        usize,
+        bool,
+        MeanVarValue,
+        Affine<f32>,
+        Affine<f64>,
+        Mat2<f32>,
+        Mat2<f64>
+    );
     format!("{a:?}") == format!("{b:?}")
+}
+
+/// Equality of bits, NaNs of any payload equal (what [`same`] means), without formatting.
+pub trait SameBits {
+    fn same_bits(&self, other: &Self) -> bool;
+}
+
+macro_rules! float_same_bits {
+    ($($t:ty),*) => {$(
+        impl SameBits for $t {
+            fn same_bits(&self, other: &Self) -> bool {
+                self.to_bits() == other.to_bits() || (self.is_nan() && other.is_nan())
+            }
+        }
+    )*};
+}
+float_same_bits!(f32, f64, cufold::f16, cufold::bf16);
+
+macro_rules! int_same_bits {
+    ($($t:ty),*) => {$(
+        impl SameBits for $t {
+            fn same_bits(&self, other: &Self) -> bool {
+                self == other
+            }
+        }
+    )*};
+}
+int_same_bits!(u8, i8, u16, i16, u32, i32, u64, i64, usize, bool);
+
+impl<T: SameBits> SameBits for cufold::ops::Indexed<T> {
+    fn same_bits(&self, o: &Self) -> bool {
+        self.value.same_bits(&o.value) && self.index == o.index
+    }
+}
+impl<T: SameBits> SameBits for cufold::ops::MinMaxValue<T> {
+    fn same_bits(&self, o: &Self) -> bool {
+        self.min.same_bits(&o.min) && self.max.same_bits(&o.max)
+    }
+}
+impl<T: SameBits> SameBits for cufold::ops::Affine<T> {
+    fn same_bits(&self, o: &Self) -> bool {
+        self.a.same_bits(&o.a) && self.b.same_bits(&o.b)
+    }
+}
+impl<T: SameBits> SameBits for cufold::ops::Mat2<T> {
+    fn same_bits(&self, o: &Self) -> bool {
+        self.m00.same_bits(&o.m00)
+            && self.m01.same_bits(&o.m01)
+            && self.m10.same_bits(&o.m10)
+            && self.m11.same_bits(&o.m11)
+    }
+}
+impl SameBits for cufold::ops::MeanVarValue {
+    fn same_bits(&self, o: &Self) -> bool {
+        self.count.same_bits(&o.count) && self.mean.same_bits(&o.mean) && self.m2.same_bits(&o.m2)
+    }
 }
 
 /// A node of a reduction tree: the positions `lo .. lo + len` it covers, and whether any
