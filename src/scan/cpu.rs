@@ -367,6 +367,7 @@ impl<T: DeviceValue, O: Operator<T>> RunIo<T, O> for Lift<'_, T, O::Out> {
     fn load(&self, op: &O, i: usize, dst: &mut [O::Acc]) {
         let at = self.first + i as u64;
         let n = dst.len();
+        prefetch(&self.x[(i + PREFETCH_GROUPS * n).min(self.x.len())..], n);
         for (k, (d, &v)) in dst.iter_mut().zip(&self.x[i..i + n]).enumerate() {
             *d = op.lift(v, at + k as u64);
         }
@@ -377,6 +378,27 @@ impl<T: DeviceValue, O: Operator<T>> RunIo<T, O> for Lift<'_, T, O::Out> {
     }
     fn stream(&self) -> bool {
         self.stream
+    }
+}
+
+/// How many loads ahead a run's inputs are prefetched: the hardware's prefetchers alone
+/// leave the memory idle while a group is computed (one thread, 10^7 and 10^8 f32 on the
+/// 2-core build machine: 0.90-1.01 and 0.95 ns per element without, 0.80-0.86 and 0.84
+/// with; 2 to 8 groups ahead measured alike).
+const PREFETCH_GROUPS: usize = 4;
+
+/// Asks for the cache lines of the first `n` values of `x` (or fewer, at its end).
+#[inline(always)]
+fn prefetch<T>(x: &[T], n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let bytes = std::mem::size_of_val(&x[..n.min(x.len())]);
+        let p = x.as_ptr() as *const i8;
+        for k in (0..bytes).step_by(64) {
+            // SAFETY: a prefetch does not fault; the address is within `x`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(k)) };
+        }
     }
 }
 
@@ -400,6 +422,7 @@ impl<T: DeviceValue, O: Operator<T>> RunIo<T, O> for InPlace<'_, T, O::Out> {
     fn load(&self, op: &O, i: usize, dst: &mut [O::Acc]) {
         let at = self.first + i as u64;
         let n = dst.len();
+        prefetch(&self.x[(i + PREFETCH_GROUPS * n).min(self.x.len())..], n);
         let x = (self.view)(&self.x[i..i + n]);
         for (k, (d, &v)) in dst.iter_mut().zip(x).enumerate() {
             *d = op.lift(v, at + k as u64);
