@@ -11,9 +11,9 @@
 //! level, then its prefixes level by level from the top, each level a loop of independent
 //! combines that the compiler puts in vector lanes (in the widest registers the CPU has:
 //! copies compiled for AVX2 and AVX-512 are chosen at run time). A binary counter over the
-//! groups' trees carries the prefix across groups. A large output is written around the
-//! caches (non-temporal stores), which saves the read of every output line a store would
-//! otherwise cost.
+//! groups' trees carries the prefix across groups. Inputs are prefetched a few groups ahead,
+//! and a large output is written around the caches (non-temporal stores), which saves the
+//! read of every output line a store would otherwise cost.
 
 use super::ScanKind;
 use crate::cpu::Cpu;
