@@ -3,14 +3,13 @@
 // Segment s's outputs are what the whole-array scan of that segment alone gives (positions
 // counted from the segment's start). A thread per segment scans runs of eight in registers
 // and keeps the canonical prefix of the runs before on a binary counter (the grouping of
-// cf::PrefixStack, the CPU's twin), and hands a
-// segment longer than CF_THREAD_MAX to its whole warp (cf::warp_scan_segment), or, with a
-// long list, one longer than half a tile of the device-wide scan to that scan's own tiles
-// and look-back (kernels/scan.cuh, cf_scan_long: many blocks per segment); a block per
-// segment scans tile after tile with the block-level scan of kernels/scan.cuh, each tile
-// starting from the fold, largest first, of the completed aligned blocks of tiles before it
-// (thread 0's PrefixStack over tile trees): the look-back of the device-wide scan, with
-// the tiles in one block's hands.
+// cf::PrefixStack, the CPU's twin); it hands a segment longer than CF_THREAD_MAX to its
+// whole warp (cf::warp_scan_segment) or, with a long list, one longer than half a tile of
+// the device-wide scan to that scan's own tiles and look-back (kernels/scan.cuh,
+// cf_scan_long: many blocks per segment). A block per segment scans tile after tile with
+// the block-level scan of kernels/scan.cuh, each tile starting from the fold, largest
+// first, of the completed aligned blocks of tiles before it (thread 0's PrefixStack over
+// tile trees): the look-back of the device-wide scan, with the tiles in one block's hands.
 #pragma once
 
 #include "cufold/segment.cuh"
