@@ -4,6 +4,7 @@
 # back only a few files). Several modes may follow each other in one call.
 #   bash scripts/gpu-session.sh tests    every test binary, GPU ones included (run-tests.sh), in
 #                                        the default tier; each test's seconds in times.txt
+#                                        (CUFOLD_JOBS=N: N binaries at a time)
 #   bash scripts/gpu-session.sh full     the same in the full tier (CUFOLD_TEST_TIER=full)
 #   bash scripts/gpu-session.sh reduce   every reduction operator and type at 2^24 and 2^28
 #                                        beside torch, CuPy (CUB) and a copy, same call
@@ -36,11 +37,22 @@ tests | full)
   start=$(date +%s)
   # run-tests.sh's loop and summary, with libtest's --report-time (accepted by stable
   # binaries under RUSTC_BOOTSTRAP) so that each test's seconds are kept.
+  # CUFOLD_JOBS=N runs N binaries at a time (default 1: one after another); their outputs
+  # are summed in the same order either way.
+  njobs=${CUFOLD_JOBS:-1}
+  run_one() {
+    RUSTC_BOOTSTRAP=1 "$1" --include-ignored -Z unstable-options --report-time > "$out/${1##*/}.txt" 2>&1
+    echo $? > "$out/${1##*/}.code"
+  }
+  for t in .gpu/bin/test-*; do
+    while (( $(jobs -rp | wc -l) >= njobs )); do wait -n; done
+    run_one "$t" &
+  done
+  wait
   {
   pass=0 fail=0 bad=()
   for t in .gpu/bin/test-*; do
-    RUSTC_BOOTSTRAP=1 "$t" --include-ignored -Z unstable-options --report-time > "$out/${t##*/}.txt" 2>&1
-    code=$?
+    code=$(cat "$out/${t##*/}.code")
     read -r bp bf < <(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$out/${t##*/}.txt" | awk '{p+=$1; f+=$2} END {print p+0, f+0}')
     pass=$((pass + bp)); fail=$((fail + bf))
     if [[ $code != 0 ]]; then bad+=("${t##*/}"); grep -E '^(---- |thread |  left|  right|failures:|test .* FAILED|error)' "$out/${t##*/}.txt" | head -60; fi
