@@ -136,8 +136,9 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     config: SegmentConfig,
     block: u32,
     items: u32,
-    /// The device-wide scan's shape, whose tiles take the long segments (`long_fn`).
-    long_shape: ScanShape,
+    /// The device-wide scan's shape, whose tiles take the long segments (`long_fn`); `None`
+    /// for accumulators too large for it (their long segments stay with their warps).
+    long_shape: Option<ScanShape>,
     thread_fn: OnceLock<CudaFunction>,
     block_fn: OnceLock<CudaFunction>,
     long_fn: OnceLock<CudaFunction>,
@@ -168,7 +169,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             ScanAlgorithm::Blelloch,
             false,
         )?;
-        let long_shape = crate::scan::shape_for(TypeSizes::of::<T, O>(), &ScanConfig::default())?;
+        let long_shape =
+            crate::scan::shape_for(TypeSizes::of::<T, O>(), &ScanConfig::default()).ok();
         let params = op.params();
         Ok(SegmentScanner {
             gpu,
@@ -369,7 +371,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             Schedule::Thread => (&self.thread_fn, 1),
             _ => (&self.block_fn, self.block),
         };
-        let long_tile = self.long_shape.tile();
+        // Without a long shape the thread kernel gets no list, and this number is unused.
+        let long_tile = self.long_shape.map_or(1 << 13, |s| s.tile());
         let f = get_or_try(cell, || {
             let cuda = self.op.cuda();
             self.gpu.kernel(
@@ -389,22 +392,31 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             )
         })?;
         let exclusive = u32::from(kind == ScanKind::Exclusive);
-        if plan.schedule != Schedule::Thread || args.off_ptr == 0 || args.n < LONG_PASS_MIN_N {
-            // SAFETY: the caller's.
-            return unsafe {
-                launch_segments(
-                    &self.gpu,
-                    f,
-                    plan.grid,
-                    self.block,
-                    &args,
-                    exclusive,
-                    0,
-                    &self.params,
-                    "launching the segmented scan kernel",
-                )
-            };
-        }
+        let long_shape = match self.long_shape {
+            Some(s)
+                if plan.schedule == Schedule::Thread
+                    && args.off_ptr != 0
+                    && args.n >= LONG_PASS_MIN_N =>
+            {
+                s
+            }
+            _ => {
+                // SAFETY: the caller's.
+                return unsafe {
+                    launch_segments(
+                        &self.gpu,
+                        f,
+                        plan.grid,
+                        self.block,
+                        &args,
+                        exclusive,
+                        0,
+                        &self.params,
+                        "launching the segmented scan kernel",
+                    )
+                };
+            }
+        };
         // Ragged offsets on the thread schedule: segments over half a tile of the device-wide
         // scan (a long tail of lengths) are listed, then scanned by that scan's tiles and
         // look-back, each on its own (kernels/scan.cuh, cf_scan_long).
@@ -414,7 +426,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 &self.op.cuda(),
                 self.param_bytes,
                 TypeSizes::of::<T, O>(),
-                &self.long_shape,
+                &long_shape,
             )
         })?;
         let tile_log = long_tile.ilog2();
@@ -466,7 +478,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 .arg(&*self.params);
             let cfg = LaunchConfig {
                 grid_dim: (grid, 1, 1),
-                block_dim: (self.long_shape.block, 1, 1),
+                block_dim: (long_shape.block, 1, 1),
                 shared_mem_bytes: 0,
             };
             // SAFETY: (const In*, Out*, u64 n, unsigned, u64* ticket, u64* leaves, u64*
