@@ -309,7 +309,9 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     lengths.extend((0..300).map(|_| (r.next() % 70) as usize));
     // Short segments, whose warps' spans fit the thread schedule's shared-memory stage.
     let short: Vec<usize> = (0..3000).map(|_| (r.next() % 13) as usize).collect();
-    check_scan_offsets::<T, O>(op, &csr_offsets(1, &short), s ^ 4);
+    let off = csr_offsets(1, &short);
+    let x: Vec<T> = data(*off.last().unwrap() as usize + 2, s ^ 4);
+    check_scan_offsets(op, &x, &off, "short offsets");
     let off = csr_offsets(3, &lengths);
     let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
     let (xd, od) = (upload(g, &x), upload(g, &off));
@@ -374,17 +376,22 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     }
 }
 
-/// The segmented scan of these offsets on the default and the thread schedule (positions
-/// outside every segment keep their poison).
-fn check_scan_offsets<T: Gen + DeviceValue, O: Operator<T>>(op: O, off: &[u64], seed: u64) {
+/// The segmented scan of `x` by these offsets on the default and the thread schedule
+/// (positions outside every segment keep their poison), against the CPU's whole-array scan
+/// of each segment; `label` names the shape in messages.
+fn check_scan_offsets<T: Gen + DeviceValue, O: Operator<T>>(
+    op: O,
+    x: &[T],
+    off: &[u64],
+    label: &str,
+) {
     let g = gpu();
-    let x: Vec<T> = data(*off.last().unwrap() as usize + 2, seed);
-    let (xd, od) = (upload(g, &x), upload(g, off));
+    let (xd, od) = (upload(g, x), upload(g, off));
     for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
         let mut want = vec![None; x.len()];
         for w in off.windows(2) {
             let (lo, hi) = (w[0] as usize, w[1] as usize);
-            let out = Cpu::with_threads(1).scan(&x[lo..hi], op, kind).unwrap();
+            let out = Cpu::new().scan(&x[lo..hi], op, kind).unwrap();
             for (j, v) in out.into_iter().enumerate() {
                 want[lo + j] = Some(v);
             }
@@ -396,7 +403,7 @@ fn check_scan_offsets<T: Gen + DeviceValue, O: Operator<T>>(op: O, off: &[u64], 
             let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
             sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
             let what = format!(
-                "{} {kind:?} over {}, short offsets, {schedule:?}",
+                "{} {kind:?} over {}, {label}, {schedule:?}",
                 O::NAME,
                 T::cuda_name()
             );
@@ -664,39 +671,12 @@ fn check_scan_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str)
     }
     let off = csr_offsets(1, &lengths);
     let x: Vec<T> = data(*off.last().unwrap() as usize + 3, s ^ 5);
-    let (xd, od) = (upload(g, &x), upload(g, &off));
-    for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
-        let mut want = vec![None; x.len()];
-        for w in off.windows(2) {
-            let (lo, hi) = (w[0] as usize, w[1] as usize);
-            for (j, v) in Cpu::new()
-                .scan(&x[lo..hi], op, kind)
-                .unwrap()
-                .into_iter()
-                .enumerate()
-            {
-                want[lo + j] = Some(v);
-            }
-        }
-        for schedule in [None, Some(Schedule::Thread)] {
-            let sc = g
-                .segment_scanner_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
-                .unwrap();
-            assert_eq!(
-                sc.plan(lengths.len() as u64, x.len() as u64, false)
-                    .schedule,
-                Schedule::Thread
-            );
-            let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
-            sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
-            let what = format!(
-                "{} {kind:?} over {}, long tail, {schedule:?}",
-                O::NAME,
-                T::cuda_name()
-            );
-            compare(&what, &download(&y), &want);
-        }
-    }
+    let plan =
+        g.segment_scanner::<T, O>(op)
+            .unwrap()
+            .plan(lengths.len() as u64, x.len() as u64, false);
+    assert_eq!(plan.schedule, Schedule::Thread);
+    check_scan_offsets(op, &x, &off, "long tail");
     // Overlapping segments (valid one by one): twenty copies of the whole input, more tiles
     // than the list holds; those that find no room are scanned by their warps. Every copy
     // writes the same outputs (the scan of the whole input); decreasing offsets write none.

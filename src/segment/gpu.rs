@@ -13,7 +13,9 @@ use crate::gpu::{check_block, get_or_try, jit, Gpu};
 use crate::ops::check::check_empty;
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use crate::reduce::{ReduceShape, Reducer};
-use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 use std::marker::PhantomData;
 use std::sync::OnceLock;
 
@@ -423,9 +425,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let mut arena = self.gpu.inner.scratch.lock().unwrap();
         arena.with_lease(stream, 0, bytes, |lease| {
             let hdr = lease.plain;
-            // SAFETY: the plain region holds `bytes` >= 16: the list's two counters.
-            unsafe { cudarc::driver::result::memset_d8_async(hdr, 0, 16, stream.cu_stream()) }
-                .map_err(|e| Error::driver("clearing the long list's counters", e))?;
+            clear_long_list(stream, hdr)?;
             // SAFETY: the caller's buffers; the long list has the layout the kernel derives
             // from n (long_list_layout).
             unsafe {
@@ -469,6 +469,15 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
 /// Inputs from this many elements on get the long pass in the thread schedule (below it, a
 /// segment long enough for it is short work for its warp anyway); the segmented scan's too.
 pub(super) const LONG_PASS_MIN_N: u64 = 1 << 20;
+
+/// Zeroes the two counters of the long list at `hdr` (a lease's plain region, laid out by
+/// [`long_list_layout`], which always holds them), before the launch that fills the list.
+pub(super) fn clear_long_list(stream: &CudaStream, hdr: u64) -> Result<()> {
+    // SAFETY: `hdr` starts a device region of at least 16 bytes (the list's counters) that
+    // only this stream uses.
+    unsafe { cudarc::driver::result::memset_d8_async(hdr, 0, 16, stream.cu_stream()) }
+        .map_err(|e| Error::driver("clearing the long list's counters", e))
+}
 
 /// The long list's entries, chunk capacity and bytes for an input of `n` elements, segments
 /// over `2^min_log` positions, chunks of `2^chunk_min_log` or more and `partial_bytes` per

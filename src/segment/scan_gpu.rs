@@ -2,7 +2,9 @@
 //! scanner once per row, one launch per call, on the caller's stream.
 
 use super::by_key::RunCache;
-use super::gpu::{launch_segments, long_list_layout, SegmentArgs, LONG_PASS_MIN_N};
+use super::gpu::{
+    clear_long_list, launch_segments, long_list_layout, SegmentArgs, LONG_PASS_MIN_N,
+};
 use super::plan::{check_offsets_len, check_rows, plan, with_schedule, Schedule, SegmentPlan};
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
@@ -392,6 +394,24 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             )
         })?;
         let exclusive = u32::from(kind == ScanKind::Exclusive);
+        // The segment kernel, with the long list at `hdr` (or none: 0).
+        let segments = |hdr: u64| {
+            // SAFETY: the caller's buffers; `hdr` is 0 or a long list with the layout the
+            // kernel derives from n and the tile (long_list_layout, cf::scan_long_list).
+            unsafe {
+                launch_segments(
+                    &self.gpu,
+                    f,
+                    plan.grid,
+                    self.block,
+                    &args,
+                    exclusive,
+                    hdr,
+                    &self.params,
+                    "launching the segmented scan kernel",
+                )
+            }
+        };
         let long_shape = match self.long_shape {
             Some(s)
                 if plan.schedule == Schedule::Thread
@@ -400,22 +420,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             {
                 s
             }
-            _ => {
-                // SAFETY: the caller's.
-                return unsafe {
-                    launch_segments(
-                        &self.gpu,
-                        f,
-                        plan.grid,
-                        self.block,
-                        &args,
-                        exclusive,
-                        0,
-                        &self.params,
-                        "launching the segmented scan kernel",
-                    )
-                };
-            }
+            _ => return segments(0),
         };
         // Ragged offsets on the thread schedule: segments over half a tile of the device-wide
         // scan (a long tail of lengths) are listed, then scanned by that scan's tiles and
@@ -447,24 +452,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         let mut arena = self.gpu.inner.scratch.lock().unwrap();
         arena.with_lease(stream, slot_bytes, list_bytes, |lease| {
             let hdr = lease.plain;
-            // SAFETY: the plain region holds `list_bytes` >= 16: the list's two counters.
-            unsafe { cudarc::driver::result::memset_d8_async(hdr, 0, 16, stream.cu_stream()) }
-                .map_err(|e| Error::driver("clearing the long list's counters", e))?;
-            // SAFETY: the caller's buffers; the long list has the layout the kernel derives
-            // from n and the tile (long_list_layout, cf::scan_long_list).
-            unsafe {
-                launch_segments(
-                    &self.gpu,
-                    f,
-                    plan.grid,
-                    self.block,
-                    &args,
-                    exclusive,
-                    hdr,
-                    &self.params,
-                    "launching the segmented scan kernel",
-                )?
-            };
+            clear_long_list(stream, hdr)?;
+            segments(hdr)?;
             let (leaves, nodes) = (lease.slots, lease.slots + slot_bytes as u64 / 2);
             let mut b = stream.launch_builder(long_fn);
             b.arg(&args.x_ptr)
