@@ -4,7 +4,7 @@
 # back only a few files). Several modes may follow each other in one call.
 #   bash scripts/gpu-session.sh tests    every test binary, GPU ones included (run-tests.sh), in
 #                                        the default tier; each test's seconds in times.txt
-#                                        (CUFOLD_JOBS=N: N binaries at a time)
+#                                        (four binaries at a time; CUFOLD_JOBS=N: N)
 #   bash scripts/gpu-session.sh full     the same in the full tier (CUFOLD_TEST_TIER=full)
 #   bash scripts/gpu-session.sh reduce   every reduction operator and type at 2^24 and 2^28
 #                                        beside torch, CuPy (CUB) and a copy, same call
@@ -37,9 +37,9 @@ tests | full)
   start=$(date +%s)
   # run-tests.sh's loop and summary, with libtest's --report-time (accepted by stable
   # binaries under RUSTC_BOOTSTRAP) so that each test's seconds are kept.
-  # CUFOLD_JOBS=N runs N binaries at a time (default 1: one after another); their outputs
-  # are summed in the same order either way.
-  njobs=${CUFOLD_JOBS:-1}
+  # CUFOLD_JOBS=N runs N binaries at a time (default 4; 1: one after another, as cargo
+  # test does); their outputs are summed in the same order either way.
+  njobs=${CUFOLD_JOBS:-4}
   run_one() {
     RUSTC_BOOTSTRAP=1 "$1" --include-ignored -Z unstable-options --report-time > "$out/${1##*/}.txt" 2>&1
     echo $? > "$out/${1##*/}.code"
