@@ -153,10 +153,28 @@ __device__ __forceinline__ bool stage_span(const T* __restrict__ x, bool mine, b
     return true;
 }
 
+// TreeCounter's push on a counter held in registers by one thread: stack[l] is the tree of
+// the last completed aligned block of 2^l units while bit l of `i` (the units counted so
+// far) is set. v, a block of 2^from units, joins at level `from` (bits of i below it are
+// not looked at): aligned pairs combine as they complete. The levels are unrolled (`from` a
+// constant where it is inlined), so that no array is indexed at run time and nothing goes
+// to local memory. Shared by cf::thread_tree and the segmented scan's cf::thread_scan.
+template <int LEVELS, class Acc, class Op>
+__device__ __forceinline__ void counter_push(const Op& op, Acc (&stack)[LEVELS], unsigned i, Acc v, int from = 0) {
+#pragma unroll
+    for (int l = 0; l < LEVELS; ++l) {
+        if (l < from) continue;
+        if (((i >> l) & 1) == 0) {
+            stack[l] = v;
+            return;
+        }
+        v = op.combine(stack[l], v);
+    }
+}
+
 // The canonical tree over the n >= 1 values at x, n <= MAX (a power of two), by one thread
-// (lifted with their place 0 .. n - 1): TreeCounter's pushes and completion, with the counter
-// in registers (levels unrolled, so that no array is indexed at run time and nothing goes to
-// local memory) and the loads eight at a time.
+// (lifted with their place 0 .. n - 1): TreeCounter's pushes and completion on a counter in
+// registers (cf::counter_push), the loads eight at a time.
 template <int MAX, class Op>
 __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const typename Op::In* __restrict__ x, u64 n) {
     typedef typename Op::Acc Acc;
@@ -164,18 +182,6 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
     constexpr int G = 8;
     Acc stack[LEVELS];
     unsigned i = 0;
-    // Unit i joins: aligned pairs combine as they complete.
-    auto push = [&](Acc v) {
-#pragma unroll
-        for (int l = 0; l < LEVELS; ++l) {
-            if (((i >> l) & 1) == 0) {
-                stack[l] = v;
-                break;
-            }
-            v = op.combine(stack[l], v);
-        }
-        ++i;
-    };
     for (u64 b = 0; b < n; b += G) {
         Acc a[G];
 #pragma unroll
@@ -183,7 +189,7 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
             if (b + j < n) a[j] = op.lift(x[b + j], b + j);
 #pragma unroll
         for (int j = 0; j < G; ++j)
-            if (b + j < n) push(a[j]);
+            if (b + j < n) counter_push(op, stack, i++, a[j]);
     }
     // Absent positions up to next_pow2(n), as TreeCounter::complete (whose levels l = ctz(i)
     // only grow): the absent block at a set bit joins the present block to its left as the
@@ -192,15 +198,9 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
 #pragma unroll
     for (int l = 0; l < LEVELS; ++l) {
         if (i < padded && ((i >> l) & 1)) {
-            Acc v = op.combine(stack[l], op.identity());
-#pragma unroll
-            for (int m = l + 1; m < LEVELS; ++m) {
-                if (((i >> m) & 1) == 0) {
-                    stack[m] = v;
-                    break;
-                }
-                v = op.combine(stack[m], v);
-            }
+            // The absent block of 2^l at i is the identity; joined with stack[l], it is the
+            // block of 2^(l + 1) that climbs from level l + 1.
+            counter_push(op, stack, i, op.combine(stack[l], op.identity()), l + 1);
             i += 1u << l;
         }
     }

@@ -72,9 +72,9 @@ __device__ __forceinline__ void warp_scan_segment(const Op& op, const typename O
 // canonical grouping (positions counted from x): exclusive outputs are finish(prefix before
 // i, i), inclusive ones finish(prefix through i, i + 1). Runs of eight positions are loaded
 // together and scanned in registers (cf::run_up, cf::run_outputs, as a tile's runs are);
-// the completed aligned blocks of runs before them sit on a binary counter whose levels are
-// unrolled (blk[l]: the tree of the last block of 2^l runs while bit l of the count is
-// set), so that nothing is indexed at run time and nothing goes to local memory. A run's
+// the completed aligned blocks of runs before them sit on a binary counter in registers
+// (cf::counter_push; blk[l]: the tree of the last block of 2^l runs while bit l of the
+// count is set). A run's
 // exclusive prefix is the fold, largest first, of those blocks: PrefixStack's grouping.
 template <int MAX, class Op>
 __device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In* x, u64 n, typename Op::Out* y,
@@ -94,16 +94,7 @@ __device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In*
         const Acc p = has ? pre : a[G - 1];  // a[G - 1] only fills an empty prefix's place
         Acc after = a[G - 1];                // used only when the run is whole
         if (b + G <= n) {
-            Acc v = a[G - 1];
-#pragma unroll
-            for (int l = 0; l < LEVELS; ++l) {
-                if (((count >> l) & 1) == 0) {
-                    blk[l] = v;
-                    break;
-                }
-                v = op.combine(blk[l], v);
-            }
-            ++count;
+            counter_push(op, blk, count++, a[G - 1]);
             bool h = false;
 #pragma unroll
             for (int l = LEVELS - 1; l >= 0; --l)

@@ -198,8 +198,8 @@ segment_tests! {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn many_segments_outnumber_the_grid() {
-    // 200 000 segments of 0..40 elements: more than four waves of warps or blocks, so
-    // groups take several segments each.
+    // 200 000 segments of 0..40 elements: more than four waves of warps and 64 of blocks
+    // (a block per segment's grid), so groups take several segments each.
     let g = gpu();
     let s = seed("many_segments_outnumber_the_grid");
     let mut r = Rng(s);

@@ -44,6 +44,18 @@ pub const WARP_MAX_MEAN: u64 = 8192;
 /// ([`Schedule::Split`]).
 pub const WHOLE_MIN_LEN: u64 = 1 << 20;
 
+/// Waves of resident blocks a grid of threads or warps per segment holds at most (their
+/// blocks take many segments each, in turn).
+const GRID_WAVES: u64 = 4;
+/// The same for a block per segment: enough that a block takes one segment (or one chunk of
+/// a split row) up to about 16 000 blocks on an H100 (2^14 rows or more). Measured there, one
+/// call, against four waves: rows of 2^14 summed at 2891 GB/s (2703 and 2851 with four
+/// waves), max 3071 (3009, 3027), 16 rows of 2^24 split 2797 (2732, 2702): with four
+/// waves a block takes three or four rows and the last wave runs part-empty, where the
+/// device's block scheduler balances a block per row. The thread schedule lost with as
+/// many blocks (ragged power-law sums 518 -> 449 GB/s), so it keeps four waves.
+const BLOCK_GRID_WAVES: u64 = 64;
+
 /// A launch of the segmented reduction.
 ///
 /// ```
@@ -71,7 +83,8 @@ pub struct SegmentPlan {
 ///   multiprocessors: [`Schedule::Split`], so that every multiprocessor works on every row;
 /// - otherwise a block per segment.
 ///
-/// The grid is at most four waves of resident blocks; blocks take segments in turn (each
+/// The grid is at most four waves of resident blocks for a thread or a warp per segment, 64
+/// for a block per segment (about one segment a block); blocks take segments in turn (each
 /// group the segments `g, g + groups, ...`).
 ///
 /// ```
@@ -98,7 +111,8 @@ pub fn plan(segments: u64, total: u64, rows: bool, block: u32, dev: &DeviceProps
 }
 
 /// The plan for a given `schedule` (a forced one, [`SegmentConfig::schedule`]): the grid
-/// that schedule takes for `segments` segments, at most four waves of resident blocks.
+/// that schedule takes for `segments` segments: at most four waves of resident blocks for
+/// threads or warps per segment, 64 for a block per segment.
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
@@ -121,10 +135,14 @@ pub fn with_schedule(
         Schedule::Warp => block as u64 / 32,
         _ => 1,
     };
-    let waves = 4 * dev.sm_count as u64 * (dev.max_threads_per_sm / block).max(1) as u64;
+    let resident = dev.sm_count as u64 * (dev.max_threads_per_sm / block).max(1) as u64;
+    let waves = match schedule {
+        Schedule::Block => BLOCK_GRID_WAVES,
+        _ => GRID_WAVES,
+    };
     let grid = match schedule {
         Schedule::Whole | Schedule::Split => 0,
-        _ => segments.div_ceil(per_block).clamp(1, waves),
+        _ => segments.div_ceil(per_block).clamp(1, waves * resident),
     };
     SegmentPlan { schedule, grid }
 }
@@ -252,6 +270,11 @@ mod tests {
             plan(16, 1 << 28, false, 256, &H100).schedule,
             Schedule::Block
         );
+        // A block per segment takes one segment up to 64 waves of resident blocks; threads
+        // and warps per segment stay within four.
+        assert_eq!(plan(1 << 14, 1 << 28, true, 256, &H100).grid, 1 << 14);
+        assert_eq!(with_schedule(Schedule::Block, 1 << 30, 256, &H100).grid, 64 * 132 * 8);
+        assert_eq!(with_schedule(Schedule::Warp, 1 << 30, 256, &H100).grid, 4 * 132 * 8);
         // Many long rows fill the device with a block each.
         assert_eq!(
             plan(1000, 1000 << 20, true, 256, &H100).schedule,
@@ -261,7 +284,8 @@ mod tests {
             for rows in [false, true] {
                 let p = plan(segments, total, rows, 256, &H100);
                 if p.schedule != Schedule::Split {
-                    assert!(p.grid >= 1 && p.grid <= 4 * 132 * 8, "{p:?}");
+                    let waves = if p.schedule == Schedule::Block { 64 } else { 4 };
+                    assert!(p.grid >= 1 && p.grid <= waves * 132 * 8, "{p:?}");
                     let groups = p.grid
                         * match p.schedule {
                             Schedule::Thread => 256,
