@@ -216,5 +216,30 @@ cf_scan_long(const cf_in_t* x, cf_out_t* y, cf::u64 n, unsigned exclusive, unsig
     const cf::NodeSlots<cf_acc_t> leaves{leaf_slots + first * W, epoch}, nodes{node_slots + first * W, epoch};
     cf_scan_tile(op, xs, ys, len, g - first, (len + (1ull << TILE_LOG) - 1) >> TILE_LOG, mode, leaves, nodes);
 }
+
+// The rows of a matrix, each scanned as the device-wide scan scans a whole array, in one
+// launch (the segmented scan's whole-row schedule, for a few long rows): ticket g is tile
+// g % per_row of row g / per_row (per_row tiles to a row of `cols`), the row's leaves and
+// nodes at slot row * per_row onwards. A row's tiles are consecutive tickets, so a tile
+// waits only on earlier tiles of its own row. Row r is read at x + r * stride and written
+// at y + r * cols (packed). The grid is rows * per_row blocks.
+extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+cf_scan_rows(const cf_in_t* x, cf_out_t* y, cf::u64 stride, cf::u64 cols, cf::u64 per_row, unsigned exclusive,
+             unsigned long long* ticket, unsigned long long* leaf_slots, unsigned long long* node_slots,
+             const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
+    cf::u64 g;
+    unsigned epoch;
+    cf_take_ticket(ticket, gridDim.x, g, epoch);
+    const cf::u64 r = g / per_row, t = g - r * per_row;
+    const cf_in_t* xs = x + r * stride;
+    cf_out_t* ys = y + r * cols;
+    unsigned mode = exclusive ? CF_SCAN_EXCLUSIVE : 0u;
+    if ((reinterpret_cast<unsigned long long>(xs) & 15) == 0) mode |= CF_SCAN_X_ALIGNED;
+    if ((reinterpret_cast<unsigned long long>(ys) & 15) == 0) mode |= CF_SCAN_Y_ALIGNED;
+    constexpr int W = cf::NodeSlots<cf_acc_t>::WORDS;
+    const cf::NodeSlots<cf_acc_t> leaves{leaf_slots + r * per_row * W, epoch}, nodes{node_slots + r * per_row * W, epoch};
+    cf_scan_tile(op, xs, ys, cols, t, per_row, mode, leaves, nodes);
+}
 #endif
 #endif

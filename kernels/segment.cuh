@@ -174,12 +174,29 @@ __device__ __forceinline__ void counter_push(const Op& op, Acc (&stack)[LEVELS],
 
 // The canonical tree over the n >= 1 values at x, n <= MAX (a power of two), by one thread
 // (lifted with their place 0 .. n - 1): TreeCounter's pushes and completion on a counter in
-// registers (cf::counter_push), the loads eight at a time.
-template <int MAX, class Op>
+// registers (cf::counter_push), the loads eight at a time. ORDER_FREE (Operator::ORDER_FREE):
+// every order gives the tree's bits, so the thread folds the values in order into its run
+// state (cf::Run, as cf::free_run does) with no counter.
+template <int MAX, bool ORDER_FREE, class Op>
 __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const typename Op::In* __restrict__ x, u64 n) {
     typedef typename Op::Acc Acc;
     constexpr int LEVELS = ilog2(MAX) + 1;
     constexpr int G = 8;
+    if constexpr (ORDER_FREE) {
+        typedef Run<Op> R;
+        typename R::State st = R::start(op);
+        for (u64 b = 0; b < n; b += G) {
+            typename Op::In v[G];
+            if (b + G <= n) {
+#pragma unroll
+                for (int j = 0; j < G; ++j) v[j] = x[b + j];
+                R::template add_all<G>(op, st, v, b);
+            } else {
+                for (u64 j = b; j < n; ++j) R::add(op, st, x[j], j);
+            }
+        }
+        return R::end(op, st);
+    }
     Acc stack[LEVELS];
     unsigned i = 0;
     for (u64 b = 0; b < n; b += G) {
@@ -281,7 +298,7 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         // 1.48 ms): their loads already meet in L1, and the stage costs occupancy.
         if (valid && !longer) {
             if (hi > lo)
-                out[s] = op.finish(cf::thread_tree<CF_THREAD_MAX>(op, x + lo, hi - lo), hi - lo);
+                out[s] = op.finish(cf::thread_tree<CF_THREAD_MAX, CF_ORDER_FREE != 0>(op, x + lo, hi - lo), hi - lo);
             else if (write_empty)
                 out[s] = op.finish(op.identity(), 0);
         }

@@ -347,6 +347,9 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
             Rows::new(6, 4097).stride(4099),
             Rows::new(40, 33).stride(37),
             Rows::new(70, 9),
+            // Rows of several tiles of the whole-array scan (Schedule::Whole scans them in one
+            // launch, each row's tiles looking back only within their row).
+            Rows::new(3, 20_001).stride(20_011),
         ] {
             let mut want = Vec::new();
             for r in 0..rows.rows {

@@ -82,18 +82,24 @@ pub(crate) fn shape_for(sizes: TypeSizes, c: &ScanConfig) -> Result<ScanShape> {
     )
 }
 
-/// The segmented scan's long pass (kernels/scan.cuh's `cf_scan_long`) for `op` with these
-/// type `sizes`, in the device-wide scan's `shape`: its parameters are (const In*, Out*,
-/// u64 n, unsigned exclusive, u64* ticket, u64* leaves, u64* nodes, u64* long_hdr,
-/// OpBytes), and it takes one block per tile of the long list's capacity.
+/// A kernel of the segmented scan's long source (kernels/scan.cuh, `CF_SCAN_LONG`) for `op`
+/// with these type `sizes`, in the device-wide scan's `shape`:
+///
+/// - `cf_scan_long`, the long pass: (const In*, Out*, u64 n, unsigned exclusive, u64*
+///   ticket, u64* leaves, u64* nodes, u64* long_hdr, OpBytes), one block per tile of the long
+///   list's capacity;
+/// - `cf_scan_rows`, every row of a matrix: (const In*, Out*, u64 stride, u64 cols, u64
+///   per_row, unsigned exclusive, u64* ticket, u64* leaves, u64* nodes, OpBytes), one block
+///   per tile of every row (`per_row` tiles a row).
 pub(crate) fn long_kernel(
     gpu: &Gpu,
+    name: &str,
     op: &CudaOp,
     param_bytes: usize,
     sizes: TypeSizes,
     shape: &ScanShape,
 ) -> Result<CudaFunction> {
-    gpu.kernel("cf_scan_long", op, &(*shape, param_bytes), || {
+    gpu.kernel(name, op, &(*shape, param_bytes), || {
         long_source(op, param_bytes, sizes, shape)
     })
 }

@@ -25,8 +25,9 @@ pub enum Schedule {
     Warp,
     /// One block per segment: for segments of many tiles.
     Block,
-    /// The whole-array [`Reducer`](crate::Reducer) (or [`Scanner`](crate::Scanner)) once per
-    /// row, with as many blocks as it plans: rows only.
+    /// The whole-array [`Reducer`](crate::Reducer) once per row, with as many blocks as it
+    /// plans; for a scan, the whole-array [`Scanner`](crate::Scanner)'s tiles and look-back
+    /// on every row, one launch for all the rows: rows only.
     Whole,
     /// Rows too few to fill the device and each long: every row cut into aligned chunks of
     /// a power-of-two length (subtrees of the row's tree), a block per chunk, then a block
@@ -273,8 +274,14 @@ mod tests {
         // A block per segment takes one segment up to 64 waves of resident blocks; threads
         // and warps per segment stay within four.
         assert_eq!(plan(1 << 14, 1 << 28, true, 256, &H100).grid, 1 << 14);
-        assert_eq!(with_schedule(Schedule::Block, 1 << 30, 256, &H100).grid, 64 * 132 * 8);
-        assert_eq!(with_schedule(Schedule::Warp, 1 << 30, 256, &H100).grid, 4 * 132 * 8);
+        assert_eq!(
+            with_schedule(Schedule::Block, 1 << 30, 256, &H100).grid,
+            64 * 132 * 8
+        );
+        assert_eq!(
+            with_schedule(Schedule::Warp, 1 << 30, 256, &H100).grid,
+            4 * 132 * 8
+        );
         // Many long rows fill the device with a block each.
         assert_eq!(
             plan(1000, 1000 << 20, true, 256, &H100).schedule,

@@ -114,7 +114,8 @@ pub fn compile_scan_long_kernel(
 ///
 /// Schedules: a thread per segment ([`Schedule::Thread`]) or a block per segment
 /// ([`Schedule::Block`], also for what the reduction gives a warp), and for few long rows
-/// the whole-array [`Scanner`] once per row ([`Schedule::Whole`]). On the thread schedule a
+/// the whole-array scan's tiles and look-back on every row, in one launch for all the rows
+/// ([`Schedule::Whole`]; one row goes to the whole-array [`Scanner`]). On the thread schedule a
 /// segment over 256 elements goes to its thread's warp, and, for ragged offsets over 2^20
 /// elements, one over half a tile of the whole-array scan (and over 4096) to a second launch
 /// that scans it with that scan's tiles and look-back ([`compile_scan_long_kernel`]); the
@@ -144,6 +145,7 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     thread_fn: OnceLock<CudaFunction>,
     block_fn: OnceLock<CudaFunction>,
     long_fn: OnceLock<CudaFunction>,
+    rows_fn: OnceLock<CudaFunction>,
     whole: OnceLock<Scanner<T, O>>,
     pub(super) runs: RunCache,
     _input: PhantomData<fn(T)>,
@@ -186,6 +188,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             thread_fn: OnceLock::new(),
             block_fn: OnceLock::new(),
             long_fn: OnceLock::new(),
+            rows_fn: OnceLock::new(),
             whole: OnceLock::new(),
             runs: RunCache::default(),
             _input: PhantomData,
@@ -267,6 +270,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         let (x_ptr, _x_guard) = x.device_ptr(stream);
         let (y_ptr, _y_guard) = y.device_ptr_mut(stream);
         if plan.schedule == Schedule::Whole {
+            if let (Some(shape), true) = (self.long_shape, rows.rows > 1) {
+                // SAFETY: rows checked against x; y holds rows * cols outputs.
+                return unsafe { self.scan_rows_whole(x_ptr, rows, y_ptr, kind, &shape) };
+            }
             let scanner = self.whole()?;
             let (t, o) = (
                 std::mem::size_of::<T>() as u64,
@@ -355,6 +362,79 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         }
     }
 
+    /// [`Schedule::Whole`] for two rows or more: every row scanned by the device-wide scan's
+    /// tiles and look-back, each on its own, in one launch (kernels/scan.cuh, `cf_scan_rows`)
+    /// rather than a launch per row, whose first and last waves leave the device part-empty.
+    ///
+    /// # Safety
+    ///
+    /// `x_ptr` holds the rows (`(rows - 1) * stride + cols` elements), `y_ptr` `rows * cols`
+    /// outputs.
+    unsafe fn scan_rows_whole(
+        &self,
+        x_ptr: u64,
+        rows: Rows,
+        y_ptr: u64,
+        kind: ScanKind,
+        shape: &ScanShape,
+    ) -> Result<()> {
+        let rows_fn = get_or_try(&self.rows_fn, || {
+            crate::scan::long_kernel(
+                &self.gpu,
+                "cf_scan_rows",
+                &self.op.cuda(),
+                self.param_bytes,
+                TypeSizes::of::<T, O>(),
+                shape,
+            )
+        })?;
+        let (r, cols) = (rows.rows as u64, rows.cols as u64);
+        let per_row = cols.div_ceil(shape.tile());
+        let grid = r
+            .checked_mul(per_row)
+            .and_then(|t| u32::try_from(t).ok())
+            .filter(|&g| g <= i32::MAX as u32)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::TooLarge,
+                    format!("a scan of {r} rows of {cols} needs more tiles than one launch takes"),
+                )
+            })?;
+        let slot_bytes =
+            2 * 8 * grid as usize * crate::scan::slot_words(std::mem::size_of::<O::Acc>());
+        let exclusive = u32::from(kind == ScanKind::Exclusive);
+        let stride = rows.stride as u64;
+        let stream = &self.gpu.inner.stream;
+        let mut arena = self.gpu.inner.scratch.lock().unwrap();
+        arena.with_lease(stream, slot_bytes, 0, |lease| {
+            let (leaves, nodes) = (lease.slots, lease.slots + slot_bytes as u64 / 2);
+            let mut b = stream.launch_builder(rows_fn);
+            b.arg(&x_ptr)
+                .arg(&y_ptr)
+                .arg(&stride)
+                .arg(&cols)
+                .arg(&per_row)
+                .arg(&exclusive)
+                .arg(&lease.ticket)
+                .arg(&leaves)
+                .arg(&nodes)
+                .arg(&*self.params);
+            let cfg = LaunchConfig {
+                grid_dim: (grid, 1, 1),
+                block_dim: (shape.block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: (const In*, Out*, u64 stride, u64 cols, u64 per_row, unsigned, u64*
+            // ticket, u64* leaves, u64* nodes, OpBytes), as crate::scan::long_kernel says:
+            // the caller's rows and outputs; the ticket counter is zero and its next word the
+            // last epoch (the arena's contract, as for Scanner's launches); leaves and nodes
+            // hold `slot_words` words for each of the grid's tiles, in the slot region.
+            unsafe { b.launch(cfg) }
+                .map(|_| ())
+                .map_err(|e| Error::driver("launching the rows' scan kernel", e))
+        })
+    }
+
     /// The whole-array scanner, for rows or runs long and few enough to take it one by one.
     pub(super) fn whole(&self) -> Result<&Scanner<T, O>> {
         get_or_try(&self.whole, || self.gpu.scanner::<T, O>(self.op))
@@ -428,6 +508,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         let long_fn = get_or_try(&self.long_fn, || {
             crate::scan::long_kernel(
                 &self.gpu,
+                "cf_scan_long",
                 &self.op.cuda(),
                 self.param_bytes,
                 TypeSizes::of::<T, O>(),
