@@ -174,7 +174,8 @@ __device__ __forceinline__ void counter_push(const Op& op, Acc (&stack)[LEVELS],
 
 // The canonical tree over the n >= 1 values at x, n <= MAX (a power of two), by one thread
 // (lifted with their place 0 .. n - 1): TreeCounter's pushes and completion on a counter in
-// registers (cf::counter_push), the loads eight at a time. ORDER_FREE (Operator::ORDER_FREE):
+// registers (cf::counter_push), the loads eight at a time, a whole aligned block of eight
+// reduced in registers and pushed as one unit of level 3. ORDER_FREE (Operator::ORDER_FREE):
 // every order gives the tree's bits, so the thread folds the values in order into its run
 // state (cf::Run, as cf::free_run does) with no counter.
 template <int MAX, bool ORDER_FREE, class Op>
@@ -201,12 +202,22 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
     unsigned i = 0;
     for (u64 b = 0; b < n; b += G) {
         Acc a[G];
+        if (b + G <= n) {
+            // A whole aligned block of G: its tree (pairs, then pairs of pairs), joining the
+            // counter at level log2(G), as G pushes one by one would build and join it.
 #pragma unroll
-        for (int j = 0; j < G; ++j)
-            if (b + j < n) a[j] = op.lift(x[b + j], b + j);
+            for (int j = 0; j < G; ++j) a[j] = op.lift(x[b + j], b + j);
 #pragma unroll
-        for (int j = 0; j < G; ++j)
-            if (b + j < n) counter_push(op, stack, i++, a[j]);
+            for (int w = 1; w < G; w *= 2)
+#pragma unroll
+                for (int j = 0; j < G; j += 2 * w) a[j] = op.combine(a[j], a[j + w]);
+            counter_push(op, stack, i, a[0], ilog2(G));
+            i += G;
+        } else {
+#pragma unroll
+            for (int j = 0; j < G; ++j)
+                if (b + j < n) counter_push(op, stack, i++, op.lift(x[b + j], b + j));
+        }
     }
     // Absent positions up to next_pow2(n), as TreeCounter::complete (whose levels l = ctz(i)
     // only grow): the absent block at a set bit joins the present block to its left as the
