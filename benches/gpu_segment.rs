@@ -11,7 +11,7 @@
 //! number of runs).
 //!
 //! ```text
-//! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw]
+//! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw,mid]
 //!                                    [--ops sum,max,argmax,cumsum,sum_by_key]
 //!                                    [--reps 20] [--json OUT.json]
 //! ```
@@ -25,7 +25,7 @@ use cufold::{Cpu, Gpu, ScanKind};
 mod common;
 use common::median_ms;
 
-const ALL_SHAPES: &str = "short,square,long,powerlaw";
+const ALL_SHAPES: &str = "short,square,long,powerlaw,mid";
 const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key";
 
 /// GPU segmented reductions and scans across shapes, GB/s of compulsory traffic, each result
@@ -40,7 +40,7 @@ const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key";
 )]
 struct Args {
     /// The shapes: 2^24 short ragged segments, a 2^14 x 2^14 matrix's rows, 16 rows of 2^24,
-    /// power-law ragged lengths.
+    /// power-law ragged lengths, 2^18 rows of 1024.
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = ALL_SHAPES,
           value_parser = clap::builder::PossibleValuesParser::new(ALL_SHAPES.split(',')))]
     shapes: Vec<String>,
@@ -87,6 +87,8 @@ fn shape(name: &str) -> Shape {
         "short" => Shape::Offsets(offsets(&mut (0..1 << 24).map(|_| 4 + next() % 29))),
         "square" => Shape::Rows(Rows::new(1 << 14, 1 << 14)),
         "long" => Shape::Rows(Rows::new(16, 1 << 24)),
+        // A softmax's or a loss's rows: 2^18 rows of 1024 (a warp per row).
+        "mid" => Shape::Rows(Rows::new(1 << 18, 1 << 10)),
         // Pareto(1.2) lengths from 1, capped at 2^22, until 2^26 elements.
         "powerlaw" => {
             let mut total = 0u64;
@@ -99,7 +101,7 @@ fn shape(name: &str) -> Shape {
             }
             Shape::Offsets(offsets(&mut lengths.into_iter()))
         }
-        other => panic!("unknown shape {other}: short, square, long or powerlaw"),
+        other => panic!("unknown shape {other}: short, square, long, powerlaw or mid"),
     }
 }
 
