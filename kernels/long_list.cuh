@@ -21,9 +21,14 @@
 
 #include "cufold/types.cuh"
 
-// The reduction's long list (kernels/segment.cuh).
-#define CF_LONG_MIN_LOG 16
-#define CF_LONG_CHUNK_MIN_LOG 14
+// The reduction's long list (kernels/segment.cuh): segments over 4096 positions, in chunks
+// of 4096 or more (at most half of the segment's tree, so that the joining block's tree is
+// the segment's). With segments over 2^16 listed (chunks of 2^14), the warps kept the
+// segments of 257 to 65536 positions, one tile after another, and the power-law shape
+// waited on its warps with the longest: sum 718 -> 960 GB/s, max 727 -> 1064, argmax 673
+// -> 921 on an H100 with this limit (2^14 and chunks of 2^13: 934, 1013, 867).
+#define CF_LONG_MIN_LOG 12
+#define CF_LONG_CHUNK_MIN_LOG 12
 
 namespace cf {
 

@@ -133,14 +133,16 @@ template <class Op> struct full_op<Op, typename void_type<decltype(&Op::combine_
 // loads, all K issued before any is used) but keeps the raw inputs, not K * VEC lifted
 // accumulators, in registers and spends one cheap step per element and no per-tile warp or
 // block stage; the bits are the canonical tree's because every order gives them. Thread 0
-// gets the block's result.
+// gets the block's result. BLOCK threads may also be one warp of a block whose warps reduce
+// different segments (kernels/segment.cuh: BLOCK = 32, no block stage, lane 0 gets the
+// result); `warp` is the calling warp's place among the BLOCK threads.
 template <class Op, int BLOCK, int K, int VEC, class Loader>
 __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader& ld, u64 first, u64 tiles, u64 n,
-                                                     typename Op::Acc* smem) {
+                                                     typename Op::Acc* smem, int warp) {
     typedef Run<Op> R;
     constexpr u64 SEG = 32ull * VEC;
     constexpr u64 TILE = (u64)BLOCK * K * VEC;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
     typename R::State st = R::start(op);
     for (u64 j = 0; j < tiles; ++j) {
         const u64 tbase = first + j * TILE;
@@ -189,7 +191,7 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
     const u64 first = (u64)blockIdx.x * tiles_per_block * TILE;
     Acc total = op.identity();
     if constexpr (ORDER_FREE) {
-        total = free_run<Op, BLOCK, K, VEC>(op, ld, first, tiles_per_block, n, smem[0]);
+        total = free_run<Op, BLOCK, K, VEC>(op, ld, first, tiles_per_block, n, smem[0], (int)(threadIdx.x >> 5));
     } else {
         for (u64 j = 0; j < tiles_per_block; ++j) {
             const u64 base = first + j * TILE;

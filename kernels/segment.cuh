@@ -96,8 +96,8 @@ template <class Acc> struct TreeCounter {
 // (a block-wide group synchronises inside each tile, and a buffer is written again only
 // after the next tile's barrier).
 //
-// ORDER_FREE (Operator::ORDER_FREE, for a group that is the whole block): every order gives
-// the canonical tree's bits, so the block runs cf::free_run over the segment's tiles, one
+// ORDER_FREE (Operator::ORDER_FREE): every order gives the canonical tree's bits, so the
+// group (the whole block or one warp) runs cf::free_run over the segment's tiles, one
 // accumulator per thread and one tree at the end, as the whole-array reduction does.
 //
 // `p` is the tree's width: next_pow2(n) for a segment's own tree, or a larger power of two
@@ -109,7 +109,7 @@ __device__ __forceinline__ typename Op::Acc segment_tree(const Op& op, const Loa
                                                          int warp, unsigned& calls) {
     constexpr u64 TILE = (u64)GROUP * K * VEC;
     if constexpr (ORDER_FREE)
-        return free_run<Op, GROUP, K, VEC>(op, ld, first, (n + TILE - 1) / TILE, first + n, smem[calls++ & 1]);
+        return free_run<Op, GROUP, K, VEC>(op, ld, first, (n + TILE - 1) / TILE, first + n, smem[calls++ & 1], warp);
     if (p <= TILE) return tile_reduce_at<Op, GROUP, K, VEC>(op, ld, first, p, smem[calls++ & 1], warp);
     const bool leader = (threadIdx.x % GROUP) == 0;
     TreeCounter<typename Op::Acc> tree;
@@ -263,8 +263,8 @@ template <int BLOCK> __device__ __forceinline__ int long_chunk_log(u64 len) {
 
 #ifdef CF_SEGMENT_KERNEL
 // Instantiated by the generated source, which defines CF_OP, CF_BLOCK, CF_GROUP (1, 32 or
-// CF_BLOCK: threads per segment), CF_K, CF_VEC, CF_ORDER_FREE (0/1: Operator::ORDER_FREE,
-// used by a block per segment) and CF_OP_BYTES.
+// CF_BLOCK: threads per segment), CF_K, CF_VEC, CF_ORDER_FREE (0/1: Operator::ORDER_FREE:
+// threads, warps and blocks fold a segment in order, with no tree) and CF_OP_BYTES.
 typedef CF_OP cf_op_t;
 typedef cf_op_t::In cf_in_t;
 typedef cf_op_t::Acc cf_acc_t;
@@ -321,7 +321,8 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j);
             const cf::SegmentLoader<cf_op_t, CF_VEC> ld{x + a, b - a, (reinterpret_cast<unsigned long long>(x + a) & 15) == 0};
             unsigned calls = 0;
-            const cf_acc_t r = cf::segment_tree<cf_op_t, 32, CF_K, CF_VEC>(op, ld, 0, b - a, cf::next_pow2(b - a), smem, 0, calls);
+            const cf_acc_t r = cf::segment_tree<cf_op_t, 32, CF_K, CF_VEC, CF_ORDER_FREE != 0>(
+                op, ld, 0, b - a, cf::next_pow2(b - a), smem, 0, calls);
             if (lane == 0) out[base + j] = op.finish(r, b - a);
         }
     }
@@ -341,7 +342,7 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         }
         const cf::SegmentLoader<cf_op_t, CF_VEC> ld{x + lo, hi - lo, (reinterpret_cast<unsigned long long>(x + lo) & 15) == 0};
         const cf_acc_t r =
-            cf::segment_tree<cf_op_t, CF_GROUP, CF_K, CF_VEC, CF_ORDER_FREE != 0 && CF_GROUP == CF_BLOCK>(
+            cf::segment_tree<cf_op_t, CF_GROUP, CF_K, CF_VEC, CF_ORDER_FREE != 0>(
                 op, ld, 0, hi - lo, cf::next_pow2(hi - lo), smem, warp, calls);
         if (leader) out[s] = op.finish(r, hi - lo);
     }

@@ -557,7 +557,7 @@ fn every_builtin_segment_kernel_compiles_for_hopper() {
 }
 
 /// A ragged shape with a long tail on the thread schedule, over 2^20 elements: segments over
-/// 2^16 go to the long pass (chunks of the segment's tree, a block each, then a block per
+/// 4096 go to the long pass (chunks of the segment's tree, a block each, then a block per
 /// segment joining them); the bits are the CPU's whole-array reduction of each segment.
 fn check_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let g = gpu();
@@ -569,6 +569,9 @@ fn check_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     for (at, len) in [
         (5, 65_537),
         (700, 65_536),
+        (800, 4097),
+        (900, 4096),
+        (1000, 8193),
         (9_000, 300_001),
         (50_000, (1 << 20) + 5),
         (120_000, 3 << 21),

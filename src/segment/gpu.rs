@@ -21,8 +21,8 @@ use std::sync::OnceLock;
 
 /// The full CUDA source of the segmented reduction kernel for `op` (whose run-time
 /// parameters are `param_bytes` long), with `shape`'s block size, loads and order-free
-/// schedule (used by a block per segment), and `group` threads per segment (1, 32, or the
-/// whole block).
+/// schedule (an in-order fold instead of the tree, for every group), and `group` threads per
+/// segment (1, 32, or the whole block).
 ///
 /// ```
 /// use cufold::ops::{Operator, Sum};
