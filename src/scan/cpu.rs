@@ -546,9 +546,9 @@ fn scan_run_body<T: DeviceValue, O: Operator<T>>(
     }
 }
 
-/// Scans the whole groups of `G` positions (a power of two, at least 2) from position
-/// `from` of the run, from the exclusive prefix `base` of the positions before; returns
-/// where they stop and the prefix through them. See [`scan_run`].
+/// Scans the whole groups of `G` positions (a power of two, at least 2, at most 1024) from
+/// position `from` of the run, from the exclusive prefix `base` of the positions before;
+/// returns where they stop and the prefix through them. See [`scan_run`].
 #[inline(always)]
 fn scan_groups<T: DeviceValue, O: Operator<T>, const G: usize>(
     op: &O,
@@ -561,121 +561,283 @@ fn scan_groups<T: DeviceValue, O: Operator<T>, const G: usize>(
     let len = io.len();
     let groups = (len - from) / G;
     let mut stack = PrefixStack::new(base);
-    // Scratch of the group: its positions' accumulators, its tree's levels above them
-    // (`G - 1` nodes), the prefixes of those levels, and the prefixes through every
-    // position.
     if groups == 0 {
         return (from, base);
     }
-    let mut scratch = vec![op.identity(); 4 * G];
-    let (x, rest) = scratch.split_at_mut(G);
+    // Scratch of the group (`Scratch`), each part starting on a cache line where the
+    // accumulator's size allows.
+    let mut scratch = vec![op.identity(); 4 * G + 64];
+    let pad = scratch.as_ptr().align_offset(64).min(64);
+    let (x, rest) = scratch[pad..].split_at_mut(G);
     let (tree, rest) = rest.split_at_mut(G);
-    let (hi, pre) = rest.split_at_mut(G);
+    let (left, hi) = rest.split_at_mut(G);
+    let s = &mut Scratch { tree, left, hi };
     // The group's outputs, where they are written around the caches.
     let mut staged = zeroed_vec::<O::Out>(if io.stream() { G } else { 0 });
     for g in 0..groups {
         let j = from + g * G;
         io.load(op, j, x);
         let q = stack.prefix();
-        let top = group_tree(op, x, tree);
-        stack.push(|a, b| op.combine(a, b), top);
+        let small = group_tree::<T, O, G>(op, x, s);
+        stack.push(|a, b| op.combine(a, b), small[0][0]);
         let last = match end {
             Some(e) if j + G == len => e,
             _ => stack.prefix().expect("non-empty after a push"),
         };
-        group_prefixes::<T, O, G>(op, x, tree, q, last, hi, pre);
         let at = io.first() + j as u64;
-        let finish = |out: &mut [O::Out]| match kind {
-            ScanKind::Inclusive => {
-                for (k, (o, &p)) in out.iter_mut().zip(&*pre).enumerate() {
-                    *o = op.finish(p, at + k as u64 + 1);
-                }
-            }
-            ScanKind::Exclusive => {
-                out[0] = op.finish(q.unwrap_or_else(|| op.identity()), at);
-                for (k, (o, &p)) in out[1..].iter_mut().zip(&*pre).enumerate() {
-                    *o = op.finish(p, at + k as u64 + 1);
-                }
-            }
-        };
         if io.stream() {
-            finish(&mut staged);
+            group_prefixes::<T, O, G>(op, s, &small, q, last, kind, at, &mut staged);
             copy_out(io.out(j, G), &staged, true);
         } else {
-            finish(io.out(j, G));
+            group_prefixes::<T, O, G>(op, s, &small, q, last, kind, at, io.out(j, G));
         }
     }
     (from + groups * G, stack.prefix())
 }
 
-/// The canonical tree over a full group `x`: its levels above the leaves stored one after
-/// the other in `tree` (pairs of `x` first, the top at `G - 2`); returns the top.
-#[inline(always)]
-fn group_tree<T: DeviceValue, O: Operator<T>>(op: &O, x: &[O::Acc], tree: &mut [O::Acc]) -> O::Acc {
-    let mut below: &[O::Acc] = x;
-    let mut rest: &mut [O::Acc] = &mut tree[..];
-    while below.len() > 1 {
-        let (level, next) = rest.split_at_mut(below.len() / 2);
-        for (o, p) in level.iter_mut().zip(below.chunks_exact(2)) {
-            *o = op.combine_full(p[0], p[1]);
-        }
-        below = level;
-        rest = next;
-    }
-    below[0]
+/// The scratch memory of a group of `G` positions: the levels of its tree above the leaves
+/// of at least [`REG`] nodes (`tree`, the level of `s` nodes at `G - 2s`); the left
+/// children of every level, leaves included, which are all its prefixes need of the tree
+/// (`left`, those of the level of `s` nodes at `G - s`); the prefixes of the levels not in
+/// registers (`hi`, the level of `s` nodes at `s`).
+struct Scratch<'a, A> {
+    tree: &'a mut [A],
+    left: &'a mut [A],
+    hi: &'a mut [A],
 }
 
-/// The prefixes through every position of a full group, into `pre`: `q` is the prefix
-/// before the group, `last` the one through its end (from the counter over the groups);
-/// `hi` is scratch, laid out as `tree`.
+/// Runs `$body` with `$s` bound to each of the level sizes `2, 4, ..., 1024` in turn (`up`),
+/// or `1024, ..., 4, 2` (`down`): the levels of a group, unrolled, so that every loop over
+/// a level has a length the compiler knows (vector loops with no scalar remainder).
+macro_rules! each_level {
+    (up $s:ident => $body:block) => {
+        each_level!(@ $s, $body, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+    };
+    (down $s:ident => $body:block) => {
+        each_level!(@ $s, $body, 1024, 512, 256, 128, 64, 32, 16, 8, 4, 2)
+    };
+    (@ $s:ident, $body:block, $($v:literal),*) => {
+        $({
+            let $s: usize = $v;
+            $body
+        })*
+    };
+}
+
+/// The number of nodes of the largest level of a group's tree kept in registers: its
+/// levels of at most this many nodes, and their prefixes, are fixed-size arrays, not
+/// scratch memory (where each small level, stored by narrow stores and read back by wider
+/// loads right after, would wait for its stores to reach the cache).
+const REG: usize = 16;
+
+/// The levels of a group's tree of at most [`REG`] nodes, or their prefixes: level `l` (of
+/// `2^l` nodes) in `[l][..2^l]`.
+type Small<A> = [[A; REG]; 5];
+
+/// The number of nodes of a group's largest level in registers, and its level number.
+const fn reg_level(g: usize) -> (usize, usize) {
+    let r = if g / 2 < REG { g / 2 } else { REG };
+    (r, r.trailing_zeros() as usize)
+}
+
+/// The canonical tree over a full group `x`: its levels above the leaves of at least
+/// [`REG`] nodes and the left children of the levels below them into `s`, the levels of at
+/// most [`REG`] nodes returned (the top in `[0][0]`).
+#[inline(always)]
+fn group_tree<T: DeviceValue, O: Operator<T>, const G: usize>(
+    op: &O,
+    x: &[O::Acc],
+    s: &mut Scratch<'_, O::Acc>,
+) -> Small<O::Acc> {
+    let (r, lr) = reg_level(G);
+    each_level!(down n => {
+        // The level of n / 2 nodes from the level of n.
+        if n <= G && n / 2 >= r {
+            let (below, above) = s.tree.split_at_mut(G - n);
+            let src = if n == G { &x[..G] } else { &below[G - 2 * n..] };
+            let dst = &mut above[..n / 2];
+            let left = &mut s.left[G - n..G - n / 2];
+            for ((o, l), p) in dst.iter_mut().zip(left).zip(src.chunks_exact(2)) {
+                *l = p[0];
+                *o = op.combine_full(p[0], p[1]);
+            }
+        }
+    });
+    let mut t = [[x[0]; REG]; 5];
+    t[lr][..r].copy_from_slice(&s.tree[G - 2 * r..G - r]);
+    for l in (0..lr).rev() {
+        for k in 0..1 << l {
+            t[l][k] = op.combine_full(t[l + 1][2 * k], t[l + 1][2 * k + 1]);
+        }
+    }
+    t
+}
+
+/// The outputs of a full group, into `out`, from its tree (`s` and `small`, as
+/// [`group_tree`] leaves them): `q` is the prefix before the group, `last` the one through
+/// its end (from the counter over the groups), `at` the index of its first position.
 ///
 /// The prefix through position `i` is the left fold of `q` and the aligned blocks of the
 /// group up to `i`, largest first: the prefix through the block before `i`'s smallest
 /// block, joined with that block's tree node. At odd positions it is the prefix of the
 /// level above (the sequence of pairs), at even ones the prefix through the pair before
 /// joined with the position. So the levels are filled from the top down, each from the one
-/// above it and the tree's nodes, every combine of a level independent of the others.
+/// above it and the left children of its pairs, every combine of a level independent of
+/// the others. The last level, the positions' own, goes straight to the outputs.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn group_prefixes<T: DeviceValue, O: Operator<T>, const G: usize>(
     op: &O,
-    x: &[O::Acc],
-    tree: &[O::Acc],
+    s: &mut Scratch<'_, O::Acc>,
+    small: &Small<O::Acc>,
     q: Option<O::Acc>,
     last: O::Acc,
-    hi: &mut [O::Acc],
-    pre: &mut [O::Acc],
+    kind: ScanKind,
+    at: u64,
+    out: &mut [O::Out],
 ) {
-    // Level sizes 2m below a level of m, at `G - 4m` below one at `G - 2m` (as `tree`).
-    hi[G - 2] = last;
-    let mut m = 1;
-    while 2 * m < G {
-        let (lower, upper) = hi.split_at_mut(G - 2 * m);
-        let nodes = &tree[G - 4 * m..G - 2 * m];
-        level_prefixes(op, q, &upper[..m], nodes, &mut lower[G - 4 * m..]);
-        m *= 2;
+    let (r, lr) = reg_level(G);
+    // The prefixes of the levels in registers, from the top's (`last`) down;
+    // the largest then stored for the levels below.
+    let t = small;
+    let mut p = [[last; REG]; 5];
+    for l in 1..=lr {
+        let (above, this) = p.split_at_mut(l);
+        let (up, p) = (&above[l - 1], &mut this[0]);
+        p[0] = match q {
+            Some(q) => op.combine(q, t[l][0]),
+            None => t[l][0],
+        };
+        p[1] = up[0];
+        for j in 1..1 << (l - 1) {
+            p[2 * j] = op.combine(up[j - 1], t[l][2 * j]);
+            p[2 * j + 1] = up[j];
+        }
     }
-    level_prefixes(op, q, &hi[..G / 2], x, pre);
+    s.hi[r..2 * r].copy_from_slice(&p[lr][..r]);
+    // What comes before the first prefix of a level: `q`, or the identity where there is
+    // none (which only the exclusive scan's first output uses).
+    let first = q.unwrap_or_else(|| op.identity());
+    let none = q.is_none();
+    each_level!(up n => {
+        // The level of n nodes from the level of n / 2 above it.
+        if n < G && n > r {
+            let (above, below) = s.hi.split_at_mut(n);
+            let up = &above[n / 2..];
+            let left = &s.left[G - n..G - n / 2];
+            let put = |_, _, e, u, o: &mut [_; 2]| *o = [e, u];
+            by_chunks(op, none, first, up, left, put, &mut below[..n]);
+        }
+    });
+    let up = &s.hi[G / 2..G];
+    let left = &s.left[..G / 2];
+    match kind {
+        ScanKind::Inclusive => {
+            let put = |k, _, e, u, o: &mut [_; 2]| {
+                let i = at + 2 * k as u64;
+                o[0] = op.finish(e, i + 1);
+                o[1] = op.finish(u, i + 2);
+            };
+            by_chunks(op, none, first, up, left, put, out)
+        }
+        ScanKind::Exclusive => {
+            let put = |k, p, e, _, o: &mut [_; 2]| {
+                let i = at + 2 * k as u64;
+                o[0] = op.finish(p, i);
+                o[1] = op.finish(e, i + 1);
+            };
+            by_chunks(op, none, first, up, left, put, out)
+        }
+    }
 }
 
-/// One level's prefixes (`dst`, as long as `nodes`) from the level above's (`up`, half as
-/// long) and the level's tree nodes; `q` is the prefix before the level's first node.
+/// Walks the pairs of a level of `2h` prefixes, from the prefixes of the level above (`up`,
+/// `h` of them: pair `k`'s is `up[k]`, the one before pair `k` is `up[k - 1]`, or `first`
+/// for pair 0) and the left children of the level's pairs (`left`): `put(k, before, e,
+/// up[k], outs)` writes the two outputs of pair `k`, `e` being the prefix through its left
+/// child, `combine(before, left[k])` (or `left[0]` alone for pair 0 where `none`: there is
+/// no prefix before the level). By chunks of fixed size, so that the compiler puts a
+/// chunk's combines in vector lanes and interleaves them with the `up`s by shuffles in
+/// registers.
 #[inline(always)]
-fn level_prefixes<T: DeviceValue, O: Operator<T>>(
+fn by_chunks<T: DeviceValue, O: Operator<T>, U: Copy>(
     op: &O,
-    q: Option<O::Acc>,
+    none: bool,
+    first: O::Acc,
     up: &[O::Acc],
-    nodes: &[O::Acc],
-    dst: &mut [O::Acc],
+    left: &[O::Acc],
+    put: impl Fn(usize, O::Acc, O::Acc, O::Acc, &mut [U; 2]),
+    dst: &mut [U],
 ) {
-    dst[0] = match q {
-        Some(q) => op.combine(q, nodes[0]),
-        None => nodes[0],
-    };
-    let h = up.len();
-    let (dst, nodes) = (&mut dst[..2 * h], &nodes[..2 * h]);
-    dst[1] = up[0];
-    for j in 1..h {
-        dst[2 * j] = op.combine(up[j - 1], nodes[2 * j]);
-        dst[2 * j + 1] = up[j];
+    match up.len() {
+        1 => chunks::<T, O, U, 1>(op, none, first, up, left, put, dst),
+        2 => chunks::<T, O, U, 2>(op, none, first, up, left, put, dst),
+        4 => chunks::<T, O, U, 4>(op, none, first, up, left, put, dst),
+        8 => chunks::<T, O, U, 8>(op, none, first, up, left, put, dst),
+        _ => chunks::<T, O, U, 16>(op, none, first, up, left, put, dst),
     }
+}
+
+/// [`by_chunks`] by chunks of `K` pairs (`h` a multiple of `K`). The chunk where the first
+/// prefix is a left child alone is a copy of its own, so that the others have the same
+/// combine in every lane.
+#[inline(always)]
+fn chunks<T: DeviceValue, O: Operator<T>, U: Copy, const K: usize>(
+    op: &O,
+    none: bool,
+    first: O::Acc,
+    up: &[O::Acc],
+    left: &[O::Acc],
+    put: impl Fn(usize, O::Acc, O::Acc, O::Acc, &mut [U; 2]),
+    dst: &mut [U],
+) {
+    let mut before = first;
+    for c in 0..up.len() / K {
+        before = if none && c == 0 {
+            chunk::<T, O, U, K, true>(op, c, before, up, left, &put, dst)
+        } else {
+            chunk::<T, O, U, K, false>(op, c, before, up, left, &put, dst)
+        };
+    }
+}
+
+/// Chunk `c` of [`chunks`], `before` the prefix before it; returns its last `up`, the
+/// prefix before the next chunk. Where `NONE`, the first prefix is `left[0]`. The chunk's
+/// values are all read into fixed-size arrays before its outputs are written, and its
+/// outputs are written from one, so that the compiler, which cannot tell that the outputs
+/// are not the inputs, still may keep them in vector registers; the prefixes before its
+/// pairs are the `up`s shifted by one in registers, not a load straddling stores that may
+/// not have reached the cache yet.
+#[inline(always)]
+fn chunk<T: DeviceValue, O: Operator<T>, U: Copy, const K: usize, const NONE: bool>(
+    op: &O,
+    c: usize,
+    before: O::Acc,
+    up: &[O::Acc],
+    left: &[O::Acc],
+    put: &impl Fn(usize, O::Acc, O::Acc, O::Acc, &mut [U; 2]),
+    dst: &mut [U],
+) -> O::Acc {
+    let next: [O::Acc; K] = up[c * K..][..K].try_into().unwrap();
+    let left: [O::Acc; K] = left[c * K..][..K].try_into().unwrap();
+    let mut prev = next;
+    prev[0] = before;
+    prev[1..].copy_from_slice(&next[..K - 1]);
+    let mut e = prev;
+    for k in 0..K {
+        e[k] = if NONE && k == 0 {
+            left[0]
+        } else {
+            op.combine(prev[k], left[k])
+        };
+    }
+    let dst = &mut dst[2 * c * K..][..2 * K];
+    let mut outs = [[dst[0]; 2]; K];
+    for k in 0..K {
+        put(c * K + k, prev[k], e[k], next[k], &mut outs[k]);
+    }
+    for (d, o) in dst.chunks_exact_mut(2).zip(&outs) {
+        d.copy_from_slice(o);
+    }
+    next[K - 1]
 }
