@@ -22,6 +22,8 @@ mkdir -p "$out"
 pack() { [[ -n ${OUT:-} ]] && tar czf "$OUT/cufold-out.tgz" -C "$out" .; }
 trap pack EXIT
 export CUFOLD_CACHE_DIR=/tmp/cufold-cache
+# Binaries gzipped on the build machine to stay within the device tool's 64 MiB.
+for z in .gpu/bin/*.gz; do [[ -e $z ]] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
 # Benches are staged as test-* binaries (cargo builds them in the test profile); they are not
 # tests, so take them out of the test run.
 for b in reduce gpu_reduce gpu_scan gpu_monte_carlo gpu_segment; do
