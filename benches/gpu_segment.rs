@@ -11,7 +11,7 @@
 //! number of runs).
 //!
 //! ```text
-//! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw,mid]
+//! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw,mid,wide,narrow]
 //!                                    [--ops sum,max,argmax,cumsum,sum_by_key]
 //!                                    [--reps 20] [--json OUT.json]
 //! ```
@@ -25,7 +25,7 @@ use cufold::{Cpu, Gpu, ScanKind};
 mod common;
 use common::median_ms;
 
-const ALL_SHAPES: &str = "short,square,long,powerlaw,mid";
+const ALL_SHAPES: &str = "short,square,long,powerlaw,mid,wide,narrow";
 const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key";
 
 /// GPU segmented reductions and scans across shapes, GB/s of compulsory traffic, each result
@@ -40,7 +40,7 @@ const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key";
 )]
 struct Args {
     /// The shapes: 2^24 short ragged segments, a 2^14 x 2^14 matrix's rows, 16 rows of 2^24,
-    /// power-law ragged lengths, 2^18 rows of 1024.
+    /// power-law ragged lengths, 2^18 rows of 1024, 2^15 of 8192, 2^21 of 128.
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = ALL_SHAPES,
           value_parser = clap::builder::PossibleValuesParser::new(ALL_SHAPES.split(',')))]
     shapes: Vec<String>,
@@ -89,6 +89,9 @@ fn shape(name: &str) -> Shape {
         "long" => Shape::Rows(Rows::new(16, 1 << 24)),
         // A softmax's or a loss's rows: 2^18 rows of 1024 (a warp per row).
         "mid" => Shape::Rows(Rows::new(1 << 18, 1 << 10)),
+        // Rows of 8192 (the longest a warp takes) and of 128.
+        "wide" => Shape::Rows(Rows::new(1 << 15, 1 << 13)),
+        "narrow" => Shape::Rows(Rows::new(1 << 21, 1 << 7)),
         // Pareto(1.2) lengths from 1, capped at 2^22, until 2^26 elements.
         "powerlaw" => {
             let mut total = 0u64;
@@ -101,7 +104,9 @@ fn shape(name: &str) -> Shape {
             }
             Shape::Offsets(offsets(&mut lengths.into_iter()))
         }
-        other => panic!("unknown shape {other}: short, square, long, powerlaw or mid"),
+        other => {
+            panic!("unknown shape {other}: short, square, long, powerlaw, mid, wide or narrow")
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 """PyTorch and CuPy (CUB) on benches/gpu_segment.rs's shapes, timed the same way (CUDA
 events around each call after warm-up, median), beside a device copy of the input.
 
-  python3 scripts/segment_peers.py [--shapes short,square,long,powerlaw,mid] [--reps 20] [--json OUT]
+  python3 scripts/segment_peers.py [--shapes short,square,long,powerlaw,mid,wide,narrow] [--reps 20] [--json OUT]
 
 Shapes (the same lengths as the bench, from the same splitmix64 stream):
   short     2^24 segments of 4..32 elements (CSR offsets)    torch.segment_reduce
@@ -10,6 +10,8 @@ Shapes (the same lengths as the bench, from the same splitmix64 stream):
   long      16 x 2^24 rows                                    the same
   powerlaw  Pareto(1.2) lengths from 1, capped at 2^22, until 2^26 elements (offsets)
   mid       2^18 x 2^10 rows (a softmax's rows)                as square
+  wide      2^15 x 2^13 rows                                  as square
+  narrow    2^21 x 2^7 rows                                   as square
 GB/s uses the bench's byte count for the same op and shape (input, offsets, outputs as
 cufold writes them), so ratios of GB/s are ratios of time.
 """
@@ -40,6 +42,10 @@ def shape(name):
         return "rows", (16, 1 << 24)
     if name == "mid":
         return "rows", (1 << 18, 1 << 10)
+    if name == "wide":
+        return "rows", (1 << 15, 1 << 13)
+    if name == "narrow":
+        return "rows", (1 << 21, 1 << 7)
     if name == "powerlaw":
         draws = splitmix(0x5EED, 1 << 24)
         u = ((draws >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
@@ -68,7 +74,7 @@ def median_ms(fn, reps):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--shapes", default="short,square,long,powerlaw,mid")
+    p.add_argument("--shapes", default="short,square,long,powerlaw,mid,wide,narrow")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json")
     a = p.parse_args()

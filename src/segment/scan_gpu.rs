@@ -112,8 +112,9 @@ pub fn compile_scan_long_kernel(
 /// [`segment`](crate::segment): each segment's outputs have the bits of the whole-array
 /// scan of that segment alone).
 ///
-/// Schedules: a thread per segment ([`Schedule::Thread`]) or a block per segment
-/// ([`Schedule::Block`], also for what the reduction gives a warp), and for few long rows
+/// Schedules: a thread per segment ([`Schedule::Thread`], also for what the reduction gives
+/// a warp: its segments over 256 go to the thread's warp, one after another) or a block per
+/// segment ([`Schedule::Block`]), and for few long rows
 /// the whole-array scan's tiles and look-back on every row, in one launch for all the rows
 /// ([`Schedule::Whole`]; one row goes to the whole-array [`Scanner`]). On the thread schedule a
 /// segment over 256 elements goes to its thread's warp, and, for ragged offsets over 2^20
@@ -196,13 +197,17 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     }
 
     /// The plan for `segments` segments holding about `total` elements (`rows`: rows of a
-    /// matrix): the reduction's planner ([`plan`](super::plan)), with a block where it would
-    /// give a warp.
+    /// matrix): the reduction's planner ([`plan`](super::plan)), with a thread where it would
+    /// give a warp (the thread schedule hands segments over 256 to the thread's warp, so a
+    /// warp scans its 32 lanes' segments in turn). Measured on an H100 against a block per
+    /// segment, f32 inclusive sum, GB/s: 2^18 rows of 1024 1593 -> 2252, 2^15 of 8192 2095 ->
+    /// 2220, 2^21 of 128 224 -> 417.
     ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
     /// let s = gpu.segment_scanner::<f32, _>(cufold::ops::Sum)?;
-    /// assert_eq!(s.plan(1 << 14, 1 << 24, true).schedule, cufold::segment::Schedule::Block);
+    /// assert_eq!(s.plan(1 << 14, 1 << 24, true).schedule, cufold::segment::Schedule::Thread);
+    /// assert_eq!(s.plan(1 << 10, 1 << 24, true).schedule, cufold::segment::Schedule::Block);
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn plan(&self, segments: u64, total: u64, rows: bool) -> SegmentPlan {
@@ -213,7 +218,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             None => plan(segments, total, rows, self.block, dev).schedule,
         };
         let schedule = match schedule {
-            Schedule::Warp => Schedule::Block,
+            Schedule::Warp => Schedule::Thread,
             Schedule::Split => Schedule::Whole,
             s => s,
         };
