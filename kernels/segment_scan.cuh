@@ -111,6 +111,10 @@ __device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In*
 
 }  // namespace cf
 
+// In the scan's thread schedule, a segment over this many positions that its warp could not
+// stage goes to the warp (cf::warp_scan_segment) rather than to its lane alone.
+#define CF_SCAN_WARP_MIN 32
+
 #ifdef CF_SEGMENT_SCAN_KERNEL
 // The segmented scan, instantiated with CF_OP, CF_BLOCK, CF_GROUP (1: a thread per segment,
 // or CF_BLOCK), CF_ITEMS (a power of two: positions per thread per tile), CF_ALGO,
@@ -169,7 +173,11 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
         cf::u64 start = 0, span = 0;
         const bool staged = cf::stage_span<SPAN_BYTES / (int)sizeof(cf_in_t)>(x, s < segments, valid && !longer, lo,
                                                                              hi, stage, start, span);
-        if (valid && !longer) {
+        // Where the warp's span could not be staged, a lane's stores to its own segment each
+        // touch their own sector; segments over CF_SCAN_WARP_MIN then go to the warp too,
+        // which scans them with coalesced loads and stores.
+        const bool to_warp = valid && !longer && !staged && hi - lo > CF_SCAN_WARP_MIN;
+        if (valid && !longer && !to_warp) {
             if (!staged)
                 cf::thread_scan<CF_THREAD_MAX>(op, x + lo, hi - lo, y + at, exclusive != 0);
             else if (IN_PLACE)
@@ -191,7 +199,7 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
         const bool listed = longer && long_hdr &&
                             hi - lo > (1ull << cf::scan_long_min_log(CF_LONG_TILE_LOG)) &&
                             cf::scan_long_list(long_hdr, n, CF_LONG_TILE_LOG).add(s, lo, hi - lo, CF_LONG_TILE_LOG);
-        for (unsigned mask = __ballot_sync(~0u, longer && !listed); mask; mask &= mask - 1) {
+        for (unsigned mask = __ballot_sync(~0u, (longer && !listed) || to_warp); mask; mask &= mask - 1) {
             const int j = __ffs(mask) - 1;
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j), o = __shfl_sync(~0u, at, j);
             cf::warp_scan_segment<CF_ITEMS>(op, x + a, b - a, y + o, exclusive != 0);
