@@ -117,7 +117,8 @@ pub fn compile_scan_long_kernel(
 /// segment ([`Schedule::Block`]), and for few long rows
 /// the whole-array scan's tiles and look-back on every row, in one launch for all the rows
 /// ([`Schedule::Whole`]; one row goes to the whole-array [`Scanner`]). On the thread schedule a
-/// segment over 256 elements goes to its thread's warp, and, for ragged offsets over 2^20
+/// segment over 256 elements goes to its thread's warp (one over 32 too, where the warp's
+/// segments could not be staged in shared memory together), and, for ragged offsets over 2^20
 /// elements, one over half a tile of the whole-array scan (and over 4096) to a second launch
 /// that scans it with that scan's tiles and look-back ([`compile_scan_long_kernel`]); the
 /// bits are the same on every path. Every method enqueues on the stream and returns at once.
