@@ -113,8 +113,8 @@ pub fn compile_scan_long_kernel(
 /// scan of that segment alone).
 ///
 /// Schedules: a thread per segment ([`Schedule::Thread`], also for what the reduction gives
-/// a warp: its segments over 256 go to the thread's warp, one after another) or a block per
-/// segment ([`Schedule::Block`]), and for few long rows
+/// a warp when the segments are many: its segments over 256 go to the thread's warp, one
+/// after another) or a block per segment ([`Schedule::Block`]), and for few long rows
 /// the whole-array scan's tiles and look-back on every row, in one launch for all the rows
 /// ([`Schedule::Whole`]; one row goes to the whole-array [`Scanner`]). On the thread schedule a
 /// segment over 256 elements goes to its thread's warp (one over 32 too, where the warp's
@@ -164,6 +164,12 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentScanner<T, O> {
     }
 }
 
+/// Warps of 32 segments a multiprocessor gets at least where the scan takes the thread
+/// schedule for what the reduction gives a warp ([`SegmentScanner::plan`]); with fewer
+/// segments, few warps would scan them all, one after another, and a block per segment is
+/// taken instead.
+const THREAD_FOR_WARP_WARPS: u64 = 4;
+
 impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
         check_scannable::<T, O>()?;
@@ -199,15 +205,18 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
 
     /// The plan for `segments` segments holding about `total` elements (`rows`: rows of a
     /// matrix): the reduction's planner ([`plan`](super::plan)), with a thread where it would
-    /// give a warp (the thread schedule hands segments over 256 to the thread's warp, so a
-    /// warp scans its 32 lanes' segments in turn). Measured on an H100 against a block per
-    /// segment, f32 inclusive sum, GB/s: 2^18 rows of 1024 1593 -> 2252, 2^15 of 8192 2095 ->
-    /// 2220, 2^21 of 128 224 -> 417.
+    /// give a warp and the segments give every multiprocessor four warps of 32 segments or
+    /// more (the thread schedule hands segments over 256 to the thread's warp, so a warp
+    /// scans its 32 lanes' segments in turn), and a block where it would give a warp to fewer
+    /// segments. Measured on an H100 against a block per segment, f32 inclusive sum, GB/s:
+    /// 2^18 rows of 1024 1593 -> 2252, 2^15 of 8192 2095 -> 2220, 2^21 of 128 224 -> 417.
     ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
     /// let s = gpu.segment_scanner::<f32, _>(cufold::ops::Sum)?;
-    /// assert_eq!(s.plan(1 << 14, 1 << 24, true).schedule, cufold::segment::Schedule::Thread);
+    /// // On an H100 (132 multiprocessors): a thread from 32 * 4 * 132 segments.
+    /// assert_eq!(s.plan(1 << 15, 1 << 25, true).schedule, cufold::segment::Schedule::Thread);
+    /// assert_eq!(s.plan(1 << 12, 1 << 22, true).schedule, cufold::segment::Schedule::Block);
     /// assert_eq!(s.plan(1 << 10, 1 << 24, true).schedule, cufold::segment::Schedule::Block);
     /// # Ok::<(), cufold::Error>(())
     /// ```
@@ -219,7 +228,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             None => plan(segments, total, rows, self.block, dev).schedule,
         };
         let schedule = match schedule {
-            Schedule::Warp => Schedule::Thread,
+            Schedule::Warp if segments >= THREAD_FOR_WARP_WARPS * 32 * dev.sm_count as u64 => {
+                Schedule::Thread
+            }
+            Schedule::Warp => Schedule::Block,
             Schedule::Split => Schedule::Whole,
             s => s,
         };
