@@ -19,6 +19,13 @@ pub(crate) fn slot_words(acc_bytes: usize) -> usize {
     acc_bytes.div_ceil(4)
 }
 
+/// Bytes of look-back slots for `tiles` tiles of accumulators of `acc_bytes` bytes: a leaf
+/// and a node of [`slot_words`] 64-bit words per tile, the leaves in the first half and the
+/// nodes in the second.
+pub(crate) fn look_back_bytes(tiles: u64, acc_bytes: usize) -> usize {
+    2 * 8 * tiles as usize * slot_words(acc_bytes)
+}
+
 /// The full CUDA source of the scan kernel for `op` (with these type `sizes`, and
 /// run-time parameters of `param_bytes` bytes, see [`Operator::params`]) and compile-time
 /// `shape`.
@@ -437,10 +444,8 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             block_dim: (self.shape.block, 1, 1),
             shared_mem_bytes: 0,
         };
-        // Per tile, a leaf and a node of `slot_words` 64-bit words each.
         let slot_bytes = if plan.tiles > 1 {
-            let words = plan.tiles as usize * slot_words(std::mem::size_of::<O::Acc>());
-            2 * 8 * words
+            look_back_bytes(plan.tiles, std::mem::size_of::<O::Acc>())
         } else {
             0
         };

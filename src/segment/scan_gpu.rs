@@ -418,8 +418,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     format!("a scan of {r} rows of {cols} needs more tiles than one launch takes"),
                 )
             })?;
-        let slot_bytes =
-            2 * 8 * grid as usize * crate::scan::slot_words(std::mem::size_of::<O::Acc>());
+        let slot_bytes = crate::scan::look_back_bytes(grid as u64, std::mem::size_of::<O::Acc>());
         let exclusive = u32::from(kind == ScanKind::Exclusive);
         let stride = rows.stride as u64;
         let stream = &self.gpu.inner.stream;
@@ -545,8 +544,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     format!("a segmented scan of {} elements needs {tiles} tiles for its long segments, more than one launch takes", args.n),
                 )
             })?;
-        let slot_bytes =
-            2 * 8 * tiles as usize * crate::scan::slot_words(std::mem::size_of::<O::Acc>());
+        let slot_bytes = crate::scan::look_back_bytes(tiles, std::mem::size_of::<O::Acc>());
         let stream = &self.gpu.inner.stream;
         let mut arena = self.gpu.inner.scratch.lock().unwrap();
         arena.with_lease(stream, slot_bytes, list_bytes, |lease| {
