@@ -556,31 +556,44 @@ fn every_builtin_segment_kernel_compiles_for_hopper() {
     run_parallel(jobs);
 }
 
+/// 200 000 segments of 0 to 8 elements from seed `s`, with `longs` (position, length) set
+/// among them: their lengths, CSR offsets from 1, and data for them (three past the end).
+fn long_tail_shape<T: Gen + DeviceValue>(
+    s: u64,
+    longs: &[(usize, usize)],
+) -> (Vec<usize>, Vec<u64>, Vec<T>) {
+    let mut r = Rng(s);
+    let mut lengths: Vec<usize> = (0..200_000).map(|_| (r.next() % 9) as usize).collect();
+    for &(at, len) in longs {
+        lengths[at] = len;
+    }
+    let off = csr_offsets(1, &lengths);
+    let x: Vec<T> = data(*off.last().unwrap() as usize + 3, s ^ 5);
+    (lengths, off, x)
+}
+
 /// A ragged shape with a long tail on the thread schedule, over 2^20 elements: segments over
 /// 4096 go to the long pass (chunks of the segment's tree, a block each, then a block per
 /// segment joining them); the bits are the CPU's whole-array reduction of each segment.
 fn check_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let g = gpu();
     let s = seed(test);
-    let mut r = Rng(s);
-    let mut lengths: Vec<usize> = (0..200_000).map(|_| (r.next() % 9) as usize).collect();
-    // Just over and at the limit, unaligned, a chunk count that is not a power of two, one
-    // long enough for chunks over the minimum.
-    for (at, len) in [
-        (5, 65_537),
-        (700, 65_536),
-        (800, 4097),
-        (900, 4096),
-        (1000, 8193),
-        (9_000, 300_001),
-        (50_000, (1 << 20) + 5),
-        (120_000, 3 << 21),
-        (199_999, 70_000),
-    ] {
-        lengths[at] = len;
-    }
-    let off = csr_offsets(1, &lengths);
-    let x: Vec<T> = data(*off.last().unwrap() as usize + 3, s ^ 5);
+    // Just over and at the limit (4096), unaligned, chunk counts that are not a power of
+    // two, ones long enough for chunks over the minimum, and the old limit (2^16).
+    let (lengths, off, x) = long_tail_shape::<T>(
+        s,
+        &[
+            (5, 65_537),
+            (700, 65_536),
+            (800, 4097),
+            (900, 4096),
+            (1000, 8193),
+            (9_000, 300_001),
+            (50_000, (1 << 20) + 5),
+            (120_000, 3 << 21),
+            (199_999, 70_000),
+        ],
+    );
     let want = expected(&x, &off, op);
     let (xd, od) = (upload(g, &x), upload(g, &off));
     for schedule in [None, Some(Schedule::Thread)] {
@@ -659,24 +672,21 @@ long_tail_tests! {
 fn check_scan_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let g = gpu();
     let s = seed(test);
-    let mut r = Rng(s);
-    let mut lengths: Vec<usize> = (0..200_000).map(|_| (r.next() % 9) as usize).collect();
     // At and just over the list's limits for 4- to 16-byte accumulators (4096, 8192), a
     // tile count that is not a power of two, more tiles than a look-back chunk (256), and a
     // long segment last.
-    for (at, len) in [
-        (5, 4097),
-        (6, 4096),
-        (700, 8193),
-        (9_000, 300_001),
-        (50_000, (1 << 20) + 5),
-        (120_000, 3 << 21),
-        (199_999, 70_000),
-    ] {
-        lengths[at] = len;
-    }
-    let off = csr_offsets(1, &lengths);
-    let x: Vec<T> = data(*off.last().unwrap() as usize + 3, s ^ 5);
+    let (lengths, off, x) = long_tail_shape::<T>(
+        s,
+        &[
+            (5, 4097),
+            (6, 4096),
+            (700, 8193),
+            (9_000, 300_001),
+            (50_000, (1 << 20) + 5),
+            (120_000, 3 << 21),
+            (199_999, 70_000),
+        ],
+    );
     let plan =
         g.segment_scanner::<T, O>(op)
             .unwrap()
