@@ -37,6 +37,14 @@ pub struct DeviceProps {
     pub max_threads_per_sm: u32,
 }
 
+impl DeviceProps {
+    /// Blocks of `block` threads resident on the whole device at once (one wave), by thread
+    /// count alone: at least one a multiprocessor.
+    pub(crate) fn resident_blocks(&self, block: u32) -> u64 {
+        self.sm_count as u64 * (self.max_threads_per_sm / block).max(1) as u64
+    }
+}
+
 /// The value in `cell`, built by `make` on first use: for what a handle compiles or builds
 /// lazily (a kernel for one schedule, a whole-array handle). A failed `make` leaves the cell
 /// empty, so a later call tries again.

@@ -141,8 +141,7 @@ pub fn plan(n: u64, shape: &ReduceShape, dev: &DeviceProps) -> Result<ReducePlan
             limit,
         });
     }
-    let resident =
-        (dev.sm_count as u64 * (dev.max_threads_per_sm / shape.block).max(1) as u64).max(1);
+    let resident = dev.resident_blocks(shape.block).max(1);
     let cap = resident.min(shape.max_grid());
     let tiles = n.div_ceil(tile);
     let mut r = 1u64;

@@ -446,7 +446,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                 block_dim: (block, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let wave = dev.sm_count as u64 * (dev.max_threads_per_sm / block).max(1) as u64;
+            let wave = dev.resident_blocks(block);
             let mut b = stream.launch_builder(chunks_fn);
             b.arg(&args.x_ptr).arg(&args.n).arg(&hdr).arg(&*self.params);
             // SAFETY: (const In*, u64 n, u64* long_hdr, OpBytes): the list the launch above

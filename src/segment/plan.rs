@@ -136,7 +136,7 @@ pub fn with_schedule(
         Schedule::Warp => block as u64 / 32,
         _ => 1,
     };
-    let resident = dev.sm_count as u64 * (dev.max_threads_per_sm / block).max(1) as u64;
+    let resident = dev.resident_blocks(block);
     let waves = match schedule {
         Schedule::Block => BLOCK_GRID_WAVES,
         _ => GRID_WAVES,
@@ -162,7 +162,7 @@ pub fn with_schedule(
 /// assert_eq!(split_chunk_log(1, 5000, 4096, 256, &h100), 12); // one tile, two chunks
 /// ```
 pub fn split_chunk_log(rows: u64, cols: u64, tile: u64, block: u32, dev: &DeviceProps) -> u32 {
-    let waves = 4 * dev.sm_count as u64 * (dev.max_threads_per_sm / block).max(1) as u64;
+    let waves = 4 * dev.resident_blocks(block);
     let want = (rows.max(1) * cols / waves).max(1);
     let width = cols.max(2).next_power_of_two();
     let top = (width / 2).max(1);
