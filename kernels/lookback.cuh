@@ -89,13 +89,16 @@ __device__ __forceinline__ bool big_block(u64 t, int lane, u64& node) {
 // lane's big node taken before the tile's loads completed.
 //
 // Returns in lane 0 the tile's exclusive prefix P_t (`has` false for tile 0) and I_t, the
-// prefix through tile t (P_{t+1}).
+// prefix through tile t (P_{t+1}). With a `carry` (the prefix of what comes before tile 0),
+// both are folded from it: P_t is the carry, then t's blocks; tile 0's is the carry itself.
+// The published leaves and nodes are the tiles' own trees, carry or not.
 template <class Op>
 __device__ __forceinline__ void look_back(const Op& op, const NodeSlots<typename Op::Acc>& leaves,
                                           const NodeSlots<typename Op::Acc>& nodes, u64 t,
                                           typename Op::Acc tile, bool have, typename Op::Acc early,
                                           typename Op::Acc* chunk, typename Op::Acc* big,
-                                          typename Op::Acc& prefix, bool& has, typename Op::Acc& incl) {
+                                          typename Op::Acc& prefix, bool& has, typename Op::Acc& incl,
+                                          const typename Op::Acc* carry = nullptr) {
     typedef typename Op::Acc Acc;
     const int lane = threadIdx.x & 31;
     const u64 base = t >> CHUNK_LOG << CHUNK_LOG;  // the chunk's first tile
@@ -121,9 +124,9 @@ __device__ __forceinline__ void look_back(const Op& op, const NodeSlots<typename
     }
     if (lane != 0) return;
     // P_t: the big blocks largest first, then the blocks of r in the chunk, largest first.
-    has = t > 0;
-    bool h = false;
-    Acc p = tile;
+    has = t > 0 || carry != nullptr;
+    bool h = carry != nullptr;
+    Acc p = carry ? *carry : tile;
     for (int k = 0; k < nbig; ++k) extend(op, p, h, big[k]);
     for (int b = CHUNK_LOG - 1, start = 0; b >= 0; --b)
         if ((r >> b) & 1) {
@@ -133,7 +136,8 @@ __device__ __forceinline__ void look_back(const Op& op, const NodeSlots<typename
     if (has) prefix = p;
     if (r + 1 < CF_CHUNK) {
         // I_t = P_{t+1}: the same big blocks, then the blocks of r + 1.
-        h = false;
+        h = carry != nullptr;
+        if (carry) p = *carry;
         for (int k = 0; k < nbig; ++k) extend(op, p, h, big[k]);
         for (int b = CHUNK_LOG - 1, start = 0; b >= 0; --b)
             if (((r + 1) >> b) & 1) {
@@ -148,7 +152,8 @@ __device__ __forceinline__ void look_back(const Op& op, const NodeSlots<typename
         for (int m = 0; m < z - CHUNK_LOG; ++m) node = op.combine(big[nbig - 1 - m], node);
         nodes.publish(t, node);
         // I_t: the big blocks above bit z, then node_t.
-        h = false;
+        h = carry != nullptr;
+        if (carry) p = *carry;
         for (int k = 0; k < nbig - (z - CHUNK_LOG); ++k) extend(op, p, h, big[k]);
         extend(op, p, h, node);
         incl = p;

@@ -30,6 +30,12 @@ template <class T, int N> struct SampleShape<Array<T, N>> {
     static __device__ __forceinline__ void set(Array<T, N>& s, int j, T v) { s.v[j] = v; }
 };
 
+// The run's first sample: 0, or for a rank's chunk of a distributed run (src/dist, a
+// cf::Tree over the run's operator) the chunk's first global sample, so that sample i of the
+// chunk is sample first + i of the whole run (first * D a multiple of P, checked by the host).
+template <class Op> __device__ __forceinline__ u64 sample_base(const Op&) { return 0; }
+template <class O> __device__ __forceinline__ u64 sample_base(const Tree<O>& op) { return op.first; }
+
 // Lifts VEC consecutive samples from position p (p a multiple of VEC, VEC * D a multiple of
 // P): the VEC * D draws come from VEC * D / P whole Philox blocks.
 template <class Op, int VEC, int DRAW> struct SampleLoader {
@@ -45,7 +51,7 @@ template <class Op, int VEC, int DRAW> struct SampleLoader {
 
     __device__ __forceinline__ void load(const Op& op, u64 p, Acc (&items)[VEC]) const {
         T v[VEC * D];
-        const u64 first = p * (u64)D / P;  // the Philox sample of draw p * D
+        const u64 first = (sample_base(op) + p) * (u64)D / P;  // the Philox sample of draw p * D
 #pragma unroll
         for (int b = 0; b < VEC * D / P; ++b) {
             const PhiloxBlock blk = philox_block(seed, first + b, 0u);

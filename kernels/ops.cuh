@@ -219,6 +219,27 @@ template <class F, class O> struct Mapped {
     __device__ Out finish(Acc a, u64 n) const { return o.finish(a, n); }
 };
 
+// A distributed array's chunk (src/dist): O over positions `first` onwards of the global
+// array. At lifts at the global index and finishes with the global count (a chunk's scan);
+// Tree keeps the accumulator unfinished (a chunk's node of the canonical tree). Members as
+// OpParams::pair(O's parameters, first) lays them out.
+template <class O> struct At {
+    typedef typename O::In In; typedef typename O::Acc Acc; typedef typename O::Out Out;
+    O o; u64 first;
+    __device__ Acc identity() const { return o.identity(); }
+    __device__ Acc lift(In x, u64 i) const { return o.lift(x, first + i); }
+    __device__ Acc combine(Acc a, Acc b) const { return o.combine(a, b); }
+    __device__ Out finish(Acc a, u64 n) const { return o.finish(a, first + n); }
+};
+template <class O> struct Tree {
+    typedef typename O::In In; typedef typename O::Acc Acc; typedef typename O::Acc Out;
+    O o; u64 first;
+    __device__ Acc identity() const { return o.identity(); }
+    __device__ Acc lift(In x, u64 i) const { return o.lift(x, first + i); }
+    __device__ Acc combine(Acc a, Acc b) const { return o.combine(a, b); }
+    __device__ Out finish(Acc a, u64) const { return a; }
+};
+
 // A thread's private run for an order-free operator (cf::free_run in reduce.cuh): the state
 // it keeps while it folds its own elements, in index order, before the block combines the
 // threads' results with the operator. The default keeps the accumulator and combines each
@@ -317,5 +338,19 @@ template <class T, bool MAX> struct ArgRun {
 };
 template <class T> struct Run<ArgMax<T>> : ArgRun<T, true> {};
 template <class T> struct Run<ArgMin<T>> : ArgRun<T, false> {};
+// A chunk's node (Tree, above) runs as its operator does, at the global indices.
+template <class O> struct Run<Tree<O>> {
+    typedef Run<O> R;
+    typedef typename R::State State;
+    static __device__ __forceinline__ State start(const Tree<O>& op) { return R::start(op.o); }
+    static __device__ __forceinline__ void add(const Tree<O>& op, State& s, typename O::In x, u64 i) {
+        R::add(op.o, s, x, op.first + i);
+    }
+    template <int VEC, class In>
+    static __device__ __forceinline__ void add_all(const Tree<O>& op, State& s, const In (&v)[VEC], u64 p) {
+        R::template add_all<VEC>(op.o, s, v, op.first + p);
+    }
+    static __device__ __forceinline__ typename O::Acc end(const Tree<O>& op, State s) { return R::end(op.o, s); }
+};
 
 }  // namespace cf

@@ -83,10 +83,12 @@ __device__ __forceinline__ void cf_take_ticket(unsigned long long* ticket, cf::u
 
 // Tile t of the scan of the n values at x into y (`tiles` tiles; the look-back's leaves and
 // nodes in `leaves` and `nodes`, indexed by tile): the whole of kernels/scan.cuh's scheme
-// for one tile, by the whole block.
+// for one tile, by the whole block. `carry`, when given, is the exclusive prefix of the
+// positions before x (a rank's chunk of a distributed scan, src/dist): every prefix is
+// folded from it, first, then the blocks of the tile's own decomposition.
 __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 t,
                                              cf::u64 tiles, unsigned mode, const cf::NodeSlots<cf_acc_t>& leaves,
-                                             const cf::NodeSlots<cf_acc_t>& nodes) {
+                                             const cf::NodeSlots<cf_acc_t>& nodes, const cf_acc_t* carry = nullptr) {
     constexpr int J = CF_ITEMS;
     constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * J;
     typedef cf::BlockScan<CF_ALGO, CF_BLOCK, cf_op_t, cf_acc_t> block_scan_t;
@@ -140,14 +142,20 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
     cf_acc_t tile_tree = bs.up(op, a[J - 1], storage);
     if (tiles == 1) {
         if (threadIdx.x == 0) {
-            tile_has = false;
-            next[CF_BLOCK] = tile_tree;
+            tile_has = carry != nullptr;
+            if (carry) {
+                tile_prefix = *carry;
+                next[CF_BLOCK] = op.combine(*carry, tile_tree);
+            } else {
+                next[CF_BLOCK] = tile_tree;
+            }
         }
     } else if (threadIdx.x < 32) {
         // Every BlockScan leaves the tile's tree in thread 0.
         cf_acc_t prefix, incl;
         bool h;
-        cf::look_back(op, leaves, nodes, t, cf::shfl_idx(tile_tree, 0), have, early, chunk, big, prefix, h, incl);
+        cf::look_back(op, leaves, nodes, t, cf::shfl_idx(tile_tree, 0), have, early, chunk, big, prefix, h, incl,
+                      carry);
         if (threadIdx.x == 0) {
             tile_prefix = prefix;
             tile_has = h;
@@ -173,13 +181,13 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
         unsigned long long* ticket, unsigned long long* leaf_slots,
-        unsigned long long* node_slots, const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+        unsigned long long* node_slots, const cf_acc_t* carry, const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     cf::u64 t = 0;
     unsigned epoch = 1;
     if (tiles > 1) cf_take_ticket(ticket, tiles, t, epoch);
     const cf::NodeSlots<cf_acc_t> leaves{leaf_slots, epoch}, nodes{node_slots, epoch};
-    cf_scan_tile(op, x, y, n, t, tiles, mode, leaves, nodes);
+    cf_scan_tile(op, x, y, n, t, tiles, mode, leaves, nodes, carry);
 }
 #else
 // The long pass of the segmented scan (the source defines CF_SCAN_LONG): after a

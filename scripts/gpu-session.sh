@@ -104,7 +104,7 @@ report)
   grep -h 'MISMATCH' "$out"/*.txt || echo 'no MISMATCH'
   ;;
 examples)
-  for e in normal_cdf linear_recurrence custom_op row_logsumexp; do
+  for e in normal_cdf linear_recurrence custom_op row_logsumexp dist_monte_carlo; do
     timeout 120 bash .gpu/run.sh "$e" > "$out/$e.txt" 2>&1; echo "$e exit $?"; cat "$out/$e.txt"
   done
   ;;

@@ -18,9 +18,10 @@
 //! [`ErrorKind::Collective`] error on every rank, never a hang or a wrong answer; a rank that
 //! panics in the operator tells the others before its panic goes on.
 //!
-//! [`CpuRank`] is the CPU backend's form, on an in-process [`LocalGroup`] (one thread per
-//! rank) or any other [`Collective`]. The GPU form, with NCCL between devices, follows this
-//! module's plan and reference (see docs/ARCHITECTURE.md, "Many devices").
+//! [`CpuRank`] is the CPU backend's form and [`GpuRank`] the GPU's (the chunk on the rank's
+//! device, reduced and scanned there; the nodes through the collective), on an in-process
+//! [`LocalGroup`] (one thread per rank, each with its device or its own stream of a shared
+//! one) or any other [`Collective`] (see docs/ARCHITECTURE.md, "Many devices").
 //!
 //! ```
 //! use cufold::dist::{ChunkLayout, CpuRank, LocalGroup};
@@ -53,9 +54,12 @@
 //! # Ok::<(), cufold::Error>(())
 //! ```
 
+mod gpu;
 mod group;
 mod layout;
 
+pub use gpu::GpuRank;
+pub(crate) use gpu::Tree;
 pub use group::{Collective, LocalGroup};
 pub use layout::ChunkLayout;
 
@@ -229,7 +233,7 @@ fn check_headers(all: &[u8], me: usize, mine: &[u8], layout: &ChunkLayout) -> Re
     // The words every rank must share; word 6 is the rank's own length.
     const WHAT: [&str; 6] = [
         "version",
-        "call",
+        "call (a reduction, a scan or a Monte Carlo run and its seed and draws)",
         "global length",
         "chunk",
         "number of ranks",
@@ -264,6 +268,7 @@ fn check_headers(all: &[u8], me: usize, mine: &[u8], layout: &ChunkLayout) -> Re
 const CALL_REDUCE: u64 = 1;
 const CALL_SCAN_INCLUSIVE: u64 = 2;
 const CALL_SCAN_EXCLUSIVE: u64 = 3;
+const CALL_MONTE_CARLO: u64 = 4;
 
 /// One rank of a distributed reduction or scan on the CPU backend: a [`Cpu`] for its chunk
 /// and a [`Collective`] to the other ranks.
@@ -457,83 +462,121 @@ impl<C: Collective> CpuRank<C> {
         op: &O,
         failed: Option<Error>,
     ) -> Result<Vec<O::Acc>> {
-        let rank = self.rank();
-        let failed = failed.or_else(|| {
-            (layout.ranks() != self.ranks()).then(|| {
-                Error::new(
-                    ErrorKind::InvalidConfig,
-                    format!(
-                        "a layout over {} ranks in a group of {}",
-                        layout.ranks(),
-                        self.ranks()
-                    ),
-                )
-            })
-        });
-        let mine = header(
+        let first = layout.range(self.rank()).start;
+        exchange(
+            &self.comm,
             call,
             layout,
-            op_id::<T, O>(op),
             local.len() as u64,
-            failed.as_ref().map(|e| e.to_string()).as_deref(),
-        );
-        let all = self.comm.all_gather(&mine)?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        check_headers(&all, rank, &mine, layout)?;
-
-        // The node of this chunk, or the news that this rank panicked in the operator.
-        let size = std::mem::size_of::<O::Acc>();
-        let tree = catch_unwind(AssertUnwindSafe(|| {
-            let leaves = ChunkLeaves {
-                x: local,
-                first: layout.range(rank).start,
-            };
-            chunk_node(op, layout, local.len() as u64, self.cpu.tree(op, &leaves))
-        }));
-        let mut bytes = vec![0u8; 8 + size];
-        match &tree {
-            Ok(node) => {
-                bytes[0] = node.is_some() as u8;
-                if let Some(v) = node {
-                    // SAFETY: DeviceValue types are plain bytes.
-                    let raw = unsafe {
-                        std::slice::from_raw_parts((v as *const O::Acc).cast::<u8>(), size)
-                    };
-                    bytes[8..].copy_from_slice(raw);
-                }
-            }
-            Err(_) => bytes[0] = 2,
-        }
-        let gathered = self.comm.all_gather(&bytes);
-        let node = match tree {
-            Ok(n) => n,
-            Err(panic) => resume_unwind(panic),
-        };
-        let gathered = gathered?;
-        let mut nodes = Vec::with_capacity(layout.holders());
-        for (r, b) in gathered.chunks(8 + size).enumerate() {
-            match b[0] {
-                2 => {
-                    return Err(collective(format!(
-                        "rank {r} panicked while reducing its chunk"
-                    )))
-                }
-                1 if r == rank => nodes.push(node.expect("this rank's node")),
-                1 => {
-                    // SAFETY: the bytes are an Acc's, written by a rank with the same
-                    // operator (checked in the headers); DeviceValue types have no invalid
-                    // bit patterns.
-                    nodes.push(unsafe { std::ptr::read_unaligned(b[8..].as_ptr().cast()) })
-                }
-                _ => {}
-            }
-        }
-        debug_assert_eq!(nodes.len(), layout.holders());
-        Ok(nodes)
+            op,
+            failed,
+            || {
+                let leaves = ChunkLeaves { x: local, first };
+                Ok(chunk_node(
+                    op,
+                    layout,
+                    local.len() as u64,
+                    self.cpu.tree(op, &leaves),
+                ))
+            },
+        )
     }
 }
+
+/// The exchange of one distributed call, on rank `comm.rank()` holding `local` elements:
+/// the headers (every rank's call, layout, operator and length, or why it cannot take
+/// part: `failed`), checked alike on every rank, then every holding rank's node, in rank
+/// order. `node` computes this rank's (`None` when it holds nothing); an error or a panic
+/// there is told to the other ranks before it goes on here.
+pub(crate) fn exchange<C: Collective, T: DeviceValue, O: Operator<T>>(
+    comm: &C,
+    call: u64,
+    layout: &ChunkLayout,
+    local: u64,
+    op: &O,
+    failed: Option<Error>,
+    node: impl FnOnce() -> Result<Option<O::Acc>>,
+) -> Result<Vec<O::Acc>> {
+    let rank = comm.rank();
+    let failed = failed.or_else(|| {
+        (layout.ranks() != comm.ranks()).then(|| {
+            Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "a layout over {} ranks in a group of {}",
+                    layout.ranks(),
+                    comm.ranks()
+                ),
+            )
+        })
+    });
+    let mine = header(
+        call,
+        layout,
+        op_id::<T, O>(op),
+        local,
+        failed.as_ref().map(|e| e.to_string()).as_deref(),
+    );
+    let all = comm.all_gather(&mine)?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    check_headers(&all, rank, &mine, layout)?;
+
+    // The node of this chunk, or the news that this rank failed or panicked.
+    let size = std::mem::size_of::<O::Acc>();
+    let tree = catch_unwind(AssertUnwindSafe(node));
+    let mut bytes = vec![0u8; 8 + size];
+    match &tree {
+        Ok(Ok(node)) => {
+            if let Some(v) = node {
+                bytes[0] = NODE_SOME;
+                // SAFETY: DeviceValue types are plain bytes.
+                let raw =
+                    unsafe { std::slice::from_raw_parts((v as *const O::Acc).cast::<u8>(), size) };
+                bytes[8..].copy_from_slice(raw);
+            }
+        }
+        Ok(Err(_)) => bytes[0] = NODE_FAILED,
+        Err(_) => bytes[0] = NODE_PANICKED,
+    }
+    let gathered = comm.all_gather(&bytes);
+    let node = match tree {
+        Ok(n) => n?,
+        Err(panic) => resume_unwind(panic),
+    };
+    let gathered = gathered?;
+    let mut nodes = Vec::with_capacity(layout.holders());
+    for (r, b) in gathered.chunks(8 + size).enumerate() {
+        match b[0] {
+            NODE_PANICKED => {
+                return Err(collective(format!(
+                    "rank {r} panicked while reducing its chunk"
+                )))
+            }
+            NODE_FAILED => {
+                return Err(collective(format!(
+                    "rank {r} failed while reducing its chunk (its own error says why)"
+                )))
+            }
+            NODE_SOME if r == rank => nodes.push(node.expect("this rank's node")),
+            NODE_SOME => {
+                // SAFETY: the bytes are an Acc's, written by a rank with the same operator
+                // (checked in the headers); DeviceValue types have no invalid bit patterns.
+                nodes.push(unsafe { std::ptr::read_unaligned(b[8..].as_ptr().cast()) })
+            }
+            _ => {}
+        }
+    }
+    debug_assert_eq!(nodes.len(), layout.holders());
+    Ok(nodes)
+}
+
+/// The status byte before each rank's node: it holds one, panicked, failed (0: it holds
+/// nothing).
+const NODE_SOME: u8 = 1;
+const NODE_PANICKED: u8 = 2;
+const NODE_FAILED: u8 = 3;
 
 #[cfg(test)]
 mod tests {

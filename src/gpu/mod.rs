@@ -232,6 +232,35 @@ impl Gpu {
         Gpu::new(&ctx.default_stream())
     }
 
+    /// The number of CUDA devices, or why there are none to count: no driver is an
+    /// [`ErrorKind::NoCuda`] error, never a panic (the ordinals [`Gpu::open`] takes are
+    /// `0 .. device_count()`).
+    ///
+    /// ```
+    /// match cufold::Gpu::device_count() {
+    ///     Ok(n) => println!("{n} CUDA devices"),
+    ///     Err(e) => println!("no GPU: {e}"),
+    /// }
+    /// ```
+    pub fn device_count() -> Result<usize> {
+        probe_libraries()?;
+        let n = std::panic::catch_unwind(CudaContext::device_count)
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::NoCuda,
+                    "the CUDA driver could not be initialised",
+                )
+            })?
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::NoCuda,
+                    format!("the CUDA devices could not be counted: {e:?}"),
+                )
+                .with_source(e)
+            })?;
+        Ok(n.max(0) as usize)
+    }
+
     /// The stream everything is enqueued on.
     ///
     /// ```no_run

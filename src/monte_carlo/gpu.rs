@@ -306,3 +306,86 @@ impl Gpu {
         self.integrator(mc)?.estimate(n)
     }
 }
+
+/// The fused Monte Carlo kernel over one rank's chunk of a distributed run (`dist`): samples
+/// `first ..` of `mc`'s run, reduced to their unfinished tree (kernels/monte_carlo.cuh's
+/// `sample_base` and ops.cuh's `cf::Tree`).
+pub(crate) struct ChunkEstimator<S, F, O> {
+    gpu: Gpu,
+    seed: u64,
+    params: Box<ParamBlob>,
+    function: CudaFunction,
+    _types: std::marker::PhantomData<fn(S, F, O)>,
+}
+
+impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> ChunkEstimator<S, F, O> {
+    /// The kernel for `mc`'s samples from `first` on (a multiple of 4: whole Philox blocks).
+    pub(crate) fn new(gpu: &Gpu, mc: &MonteCarlo<S, F, O>, first: u64) -> Result<Self> {
+        check_sample::<S>()?;
+        if first % 4 != 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "a rank's Monte Carlo samples start at {first}: chunks of a distributed \
+                     estimate take whole Philox blocks, so they must hold a multiple of 4 \
+                     samples (take at least 4 samples per rank)"
+                ),
+            ));
+        }
+        let op = crate::dist::Tree {
+            op: mc.operator(),
+            first,
+        };
+        let cuda = <_ as Operator<S>>::cuda(&op);
+        let params = <_ as Operator<S>>::params(&op);
+        let param_bytes = params.bytes().len();
+        let draws = mc.get_draws();
+        let function = gpu.kernel(
+            "cf_monte_carlo",
+            &cuda,
+            &(shape(), draws, param_bytes),
+            || kernel_source(&cuda, param_bytes, draws),
+        )?;
+        Ok(ChunkEstimator {
+            gpu: gpu.clone(),
+            seed: mc.get_seed(),
+            params: ParamBlob::new(
+                &params,
+                <crate::dist::Tree<Mapped<F, O>> as Operator<S>>::name,
+            )?,
+            function,
+            _types: std::marker::PhantomData,
+        })
+    }
+
+    /// The tree over the chunk's `n` samples (n > 0), on the host (waits for the stream).
+    pub(crate) fn tree(&self, n: u64) -> Result<O::Acc> {
+        let plan = plan(n, &shape(), &self.gpu.inner.props)?;
+        let stream = &self.gpu.inner.stream;
+        let mut out: CudaSlice<O::Acc> = stream
+            .alloc_zeros::<O::Acc>(1)
+            .map_err(|e| Error::driver("allocating a chunk's tree", e))?;
+        {
+            let (out_ptr, _out_guard) = out.device_ptr_mut(stream);
+            // SAFETY: the Monte Carlo kernel's parameters are (u64 seed, u64, u64, u64, Acc*,
+            // u64*, Out*, OpBytes<param_bytes>) with Out = Acc (cf::Tree); out holds one.
+            unsafe {
+                launch_grid::<O::Acc>(
+                    &self.gpu,
+                    &self.function,
+                    self.seed,
+                    n,
+                    &plan,
+                    shape().block,
+                    out_ptr,
+                    &self.params,
+                    "launching the Monte Carlo kernel",
+                )
+            }?;
+        }
+        let host = stream
+            .clone_dtoh(&out)
+            .map_err(|e| Error::driver("copying a chunk's tree to the host", e))?;
+        Ok(host[0])
+    }
+}

@@ -28,7 +28,7 @@
 //! ```
 
 mod cpu;
-mod gpu;
+pub(crate) mod gpu;
 
 pub use gpu::{compile_kernel, kernel_source, Integrator};
 

@@ -174,7 +174,10 @@ impl Gpu {
     /// for the convenient forms ([`Gpu::reduce`], [`Gpu::reduce_into`],
     /// [`Gpu::reduce_host`]): after the first call for an operator type, a map look-up and a
     /// parameter copy, no kernel look-up.
-    fn memo_reducer<T: DeviceValue, O: Operator<T>>(&self, op: O) -> Result<Reducer<T, O>> {
+    pub(crate) fn memo_reducer<T: DeviceValue, O: Operator<T>>(
+        &self,
+        op: O,
+    ) -> Result<Reducer<T, O>> {
         let kernels: ReduceKernels<T, O> = self.memo(|| Ok(self.reducer(op)?.kernels()))?;
         if kernels.param_bytes != op.params().bytes().len() {
             return self.reducer(op);

@@ -386,7 +386,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         let stream = &self.gpu.inner.stream;
         let (x_ptr, _x_guard) = x.device_ptr(stream);
         let (y_ptr, _y_guard) = out.device_ptr_mut(stream);
-        self.launch(x_ptr, y_ptr, x.len() as u64, kind, false)
+        self.launch(x_ptr, y_ptr, x.len() as u64, kind, false, 0)
     }
 
     /// Enqueues the scan of `x` of the given kind, overwriting `x` with its prefixes (for
@@ -407,11 +407,13 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         let stream = &self.gpu.inner.stream;
         let n = x.len() as u64;
         let (ptr, _guard) = x.device_ptr_mut(stream);
-        self.launch(ptr, ptr, n, kind, true)
+        self.launch(ptr, ptr, n, kind, true, 0)
     }
 
     /// Enqueues the scan of the `n` elements at `x_ptr` into `y_ptr` (the segmented scan's
-    /// per-row launches); the caller holds the buffers' stream guards.
+    /// per-row launches); the caller holds the buffers' stream guards. `carry_ptr`, unless
+    /// 0, is the device address of one accumulator, the exclusive prefix of what comes
+    /// before `x` (a distributed scan's chunk): every prefix is folded from it.
     pub(crate) fn launch(
         &self,
         x_ptr: u64,
@@ -419,6 +421,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         n: u64,
         kind: ScanKind,
         in_place: bool,
+        carry_ptr: u64,
     ) -> Result<()> {
         if n == 0 {
             return Ok(());
@@ -463,9 +466,10 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
                 .arg(&lease.ticket)
                 .arg(&leaves)
                 .arg(&nodes)
+                .arg(&carry_ptr)
                 .arg(&*self.params);
             // SAFETY: the kernel's parameters are (const In*, Out*, u64, u64, unsigned,
-            // u64*, u64*, u64*, OpBytes<param_bytes>), matching the values
+            // u64*, u64*, u64*, const Acc*, OpBytes<param_bytes>), matching the values
             // pushed (the blob holds at least the round_up(param_bytes, 16) bytes the driver
             // copies, the operator's parameters first). x and y hold n
             // elements of In and Out (the same memory only for in-place scans, where In = Out
@@ -474,7 +478,8 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             // launch's epoch (each launch's last ticket-taker sees to both), and leaves and
             // nodes each hold `slot_words` 64-bit words per tile in the handle's slot region,
             // where no word carries the epoch this launch takes (the arena is zeroed before
-            // the epoch can wrap); the memory is used only on this stream, in order.
+            // the epoch can wrap); the memory is used only on this stream, in order. A
+            // nonzero carry_ptr holds one Acc (the caller's promise, with its guard).
             unsafe { launch.launch(cfg) }
                 .map(|_| ())
                 .map_err(|e| Error::driver("launching the scan kernel", e))
@@ -596,7 +601,10 @@ impl Gpu {
     /// A scanner for `op` with the default configuration whose kernel this handle keeps for
     /// the convenient forms ([`Gpu::scan`], [`Gpu::scan_host`]): after the first call for an
     /// operator type, a map look-up and a parameter copy, no kernel look-up.
-    fn memo_scanner<T: DeviceValue, O: Operator<T>>(&self, op: O) -> Result<Scanner<T, O>> {
+    pub(crate) fn memo_scanner<T: DeviceValue, O: Operator<T>>(
+        &self,
+        op: O,
+    ) -> Result<Scanner<T, O>> {
         let kernel: ScanKernel<T, O> = self.memo(|| Ok(self.scanner(op)?.kernel()))?;
         if kernel.param_bytes != op.params().bytes().len() {
             return self.scanner(op);

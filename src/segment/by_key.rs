@@ -556,7 +556,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 std::mem::size_of::<O::Out>() as u64,
             );
             for (lo, len) in spans {
-                scanner.launch(x_ptr + lo * t, y_ptr + lo * o, len, kind, false)?;
+                scanner.launch(x_ptr + lo * t, y_ptr + lo * o, len, kind, false, 0)?;
             }
             return Ok(());
         }

@@ -302,7 +302,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     x_ptr + r * rows.stride as u64 * t,
                     y_ptr + r * rows.cols as u64 * o,
                 );
-                scanner.launch(xr, yr, rows.cols as u64, kind, false)?;
+                scanner.launch(xr, yr, rows.cols as u64, kind, false, 0)?;
             }
             return Ok(());
         }

@@ -1,0 +1,477 @@
+//! The GPU form of a distributed reduction or scan: a rank owns a [`Gpu`] (its device and
+//! stream) and a [`Collective`] to the other ranks.
+
+use super::{
+    carry, chunk_node, exchange, fnv, join_nodes, ChunkLayout, Collective, CALL_MONTE_CARLO,
+    CALL_REDUCE, CALL_SCAN_EXCLUSIVE, CALL_SCAN_INCLUSIVE,
+};
+use crate::element::DeviceValue;
+use crate::error::{Error, ErrorKind, Result};
+use crate::gpu::Gpu;
+use crate::monte_carlo::gpu::ChunkEstimator;
+use crate::monte_carlo::{MonteCarlo, Sample};
+use crate::ops::check::{check_empty, check_scan_lengths, check_scannable};
+use crate::ops::{CudaOp, Mapped, OpParams, Operator, Transform};
+use crate::scan::ScanKind;
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+
+/// `O` over the positions `first ..` of a global array: lifts at the global index and
+/// finishes with the global count (a chunk's scan). kernels/ops.cuh's `cf::At`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct At<O> {
+    pub(crate) op: O,
+    pub(crate) first: u64,
+}
+
+/// `O` over the positions `first ..` of a global array, unfinished: the output is the
+/// accumulator (a chunk's node of the canonical tree). kernels/ops.cuh's `cf::Tree`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tree<O> {
+    pub(crate) op: O,
+    pub(crate) first: u64,
+}
+
+/// The CUDA half of an adapter `template` around `op`: `cf::template<op>`, `op`'s source.
+fn adapter(template: &str, op: CudaOp) -> CudaOp {
+    CudaOp {
+        type_name: format!("cf::{template}<{}>", op.type_name),
+        source: op.source,
+    }
+}
+
+impl<T: DeviceValue, O: Operator<T>> Operator<T> for At<O> {
+    type Acc = O::Acc;
+    type Out = O::Out;
+    const COMMUTATIVE: bool = O::COMMUTATIVE;
+    const ORDER_FREE: bool = O::ORDER_FREE;
+    const EMPTY_IS_ERROR: bool = O::EMPTY_IS_ERROR;
+    const SCANNABLE: bool = O::SCANNABLE;
+    const NAME: &'static str = "At";
+    fn name() -> String {
+        format!("At<{}>", O::name())
+    }
+    fn identity(&self) -> O::Acc {
+        self.op.identity()
+    }
+    fn lift(&self, x: T, index: u64) -> O::Acc {
+        self.op.lift(x, self.first + index)
+    }
+    fn combine(&self, a: O::Acc, b: O::Acc) -> O::Acc {
+        self.op.combine(a, b)
+    }
+    fn combine_full(&self, a: O::Acc, b: O::Acc) -> O::Acc {
+        self.op.combine_full(a, b)
+    }
+    fn finish(&self, acc: O::Acc, n: u64) -> O::Out {
+        self.op.finish(acc, self.first + n)
+    }
+    fn cuda(&self) -> CudaOp {
+        adapter("At", self.op.cuda())
+    }
+    /// The operator's parameters, then `first`, as `cf::At`'s two members.
+    fn params(&self) -> OpParams {
+        OpParams::pair(&self.op.params(), &OpParams::of(&self.first))
+    }
+}
+
+impl<T: DeviceValue, O: Operator<T>> Operator<T> for Tree<O> {
+    type Acc = O::Acc;
+    type Out = O::Acc;
+    const COMMUTATIVE: bool = O::COMMUTATIVE;
+    const ORDER_FREE: bool = O::ORDER_FREE;
+    const EMPTY_IS_ERROR: bool = O::EMPTY_IS_ERROR;
+    const SCANNABLE: bool = O::SCANNABLE;
+    const NAME: &'static str = "Tree";
+    fn name() -> String {
+        format!("Tree<{}>", O::name())
+    }
+    fn identity(&self) -> O::Acc {
+        self.op.identity()
+    }
+    fn lift(&self, x: T, index: u64) -> O::Acc {
+        self.op.lift(x, self.first + index)
+    }
+    fn combine(&self, a: O::Acc, b: O::Acc) -> O::Acc {
+        self.op.combine(a, b)
+    }
+    fn combine_full(&self, a: O::Acc, b: O::Acc) -> O::Acc {
+        self.op.combine_full(a, b)
+    }
+    fn finish(&self, acc: O::Acc, _n: u64) -> O::Acc {
+        acc
+    }
+    fn cuda(&self) -> CudaOp {
+        adapter("Tree", self.op.cuda())
+    }
+    /// The operator's parameters, then `first`, as `cf::Tree`'s two members.
+    fn params(&self) -> OpParams {
+        OpParams::pair(&self.op.params(), &OpParams::of(&self.first))
+    }
+}
+
+/// One rank of a distributed reduction or scan on a GPU: a [`Gpu`] (its device and stream)
+/// for its chunk, which lives on that device, and a [`Collective`] to the other ranks.
+///
+/// The chunk is reduced on the GPU as its node of the canonical tree (its elements lifted
+/// at their global positions); the nodes, one accumulator per rank, travel through the
+/// collective to every rank's host, where they are joined and finished (the operator's Rust
+/// half: the GPU's bits for operators built from `+ - * /`, min, max and comparisons, as
+/// [`Operator`] promises). A scan then scans the chunk on the GPU from its carry, the fold
+/// of the earlier ranks' nodes. So every call waits for this rank's stream once (the node
+/// to the host) and moves one accumulator per rank between ranks; the result has the bits
+/// of one GPU's [`Gpu::reduce`] and [`Gpu::scan`] over the global array, for every number
+/// of ranks and every [`ChunkLayout`].
+///
+/// Ranks may share a device (each with its own stream: the single-GPU stand-in the tests
+/// use) or each own one.
+///
+/// ```no_run
+/// use cufold::dist::{ChunkLayout, Collective, GpuRank, LocalGroup};
+/// use cufold::{ops::Sum, Gpu};
+/// let x: Vec<f32> = (0..1 << 20).map(|i| (i as f32).sin()).collect();
+/// let layout = ChunkLayout::new(x.len() as u64, 2)?;
+/// let sums = std::thread::scope(|s| {
+///     let handles: Vec<_> = LocalGroup::new(2)
+///         .into_iter()
+///         .map(|comm| {
+///             let (x, layout) = (&x, layout);
+///             s.spawn(move || {
+///                 // One GPU per rank where the machine has them (ordinal = rank).
+///                 let gpu = Gpu::open(comm.rank() % Gpu::device_count()?)?;
+///                 let r = layout.range(comm.rank());
+///                 let mine = gpu.stream().clone_htod(&x[r.start as usize..r.end as usize])?;
+///                 let rank = GpuRank::new(gpu, comm);
+///                 rank.all_reduce(&layout, &mine, Sum)
+///             })
+///         })
+///         .collect();
+///     handles.into_iter().map(|h| h.join().unwrap()).collect::<Result<Vec<f32>, _>>()
+/// })?;
+/// let one = Gpu::open(0)?.reduce_host(&x, Sum)?;
+/// assert!(sums.iter().all(|s| s.to_bits() == one.to_bits())); // one GPU's bits
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct GpuRank<C: Collective> {
+    gpu: Gpu,
+    comm: C,
+}
+
+impl<C: Collective> std::fmt::Debug for GpuRank<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuRank")
+            .field("rank", &self.comm.rank())
+            .field("ranks", &self.comm.ranks())
+            .field("gpu", &self.gpu)
+            .finish()
+    }
+}
+
+impl<C: Collective> GpuRank<C> {
+    /// A rank that reduces its chunk on `gpu` (its stream) and talks to the others through
+    /// `comm`.
+    ///
+    /// ```no_run
+    /// use cufold::dist::{GpuRank, LocalGroup};
+    /// let rank = GpuRank::new(cufold::Gpu::open(0)?, LocalGroup::new(1).pop().unwrap());
+    /// assert_eq!((rank.rank(), rank.ranks()), (0, 1));
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn new(gpu: Gpu, comm: C) -> GpuRank<C> {
+        GpuRank { gpu, comm }
+    }
+
+    /// This rank.
+    ///
+    /// ```no_run
+    /// use cufold::dist::{GpuRank, LocalGroup};
+    /// let mut g = LocalGroup::new(2);
+    /// assert_eq!(GpuRank::new(cufold::Gpu::open(0)?, g.pop().unwrap()).rank(), 1);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn rank(&self) -> usize {
+        self.comm.rank()
+    }
+
+    /// The number of ranks.
+    ///
+    /// ```no_run
+    /// use cufold::dist::{GpuRank, LocalGroup};
+    /// let mut g = LocalGroup::new(2);
+    /// assert_eq!(GpuRank::new(cufold::Gpu::open(0)?, g.pop().unwrap()).ranks(), 2);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn ranks(&self) -> usize {
+        self.comm.ranks()
+    }
+
+    /// The GPU this rank's chunk lives on.
+    ///
+    /// ```no_run
+    /// use cufold::dist::{GpuRank, LocalGroup};
+    /// let rank = GpuRank::new(cufold::Gpu::open(0)?, LocalGroup::new(1).pop().unwrap());
+    /// let chunk = rank.gpu().stream().clone_htod(&[1.0f32, 2.0])?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// The collective this rank talks through.
+    ///
+    /// ```no_run
+    /// use cufold::dist::{Collective, GpuRank, LocalGroup};
+    /// let rank = GpuRank::new(cufold::Gpu::open(0)?, LocalGroup::new(1).pop().unwrap());
+    /// assert_eq!(rank.collective().ranks(), 1);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn collective(&self) -> &C {
+        &self.comm
+    }
+
+    /// The reduction of the global array, on every rank: `finish(tree, len)` with the
+    /// canonical tree over the whole array, the bits of [`Gpu::reduce`] over the global
+    /// array on one GPU. `local` is this rank's chunk, `layout.range(self.rank())`, on this
+    /// rank's GPU; waits for the rank's stream.
+    ///
+    /// Errors, on every rank alike ([`ErrorKind::Collective`]): ranks that disagree on the
+    /// layout or the operator, a chunk whose length is not the layout's, a rank that failed
+    /// (its own error on that rank: a kernel that did not compile, a driver error);
+    /// [`ErrorKind::EmptyInput`] for an empty array and an operator without an empty value.
+    ///
+    /// ```no_run
+    /// use cufold::dist::{ChunkLayout, GpuRank, LocalGroup};
+    /// let rank = GpuRank::new(cufold::Gpu::open(0)?, LocalGroup::new(1).pop().unwrap());
+    /// let x = rank.gpu().stream().clone_htod(&[1.0f64, 2.0, 6.0])?;
+    /// let layout = ChunkLayout::new(3, 1)?;
+    /// assert_eq!(rank.all_reduce(&layout, &x, cufold::ops::Mean)?, 3.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn all_reduce<T: DeviceValue, O: Operator<T>>(
+        &self,
+        layout: &ChunkLayout,
+        local: &impl DevicePtr<T>,
+        op: O,
+    ) -> Result<O::Out> {
+        let n = local.len() as u64;
+        let first = layout.range(self.rank()).start;
+        // The kernel first, so that a failure is told to the other ranks in the header.
+        let reducer = self.gpu.memo_reducer(Tree { op, first });
+        let (reducer, failed) = match reducer {
+            Ok(r) => (Some(r), None),
+            Err(e) => (None, Some(e)),
+        };
+        let nodes = exchange(&self.comm, CALL_REDUCE, layout, n, &op, failed, || {
+            if n == 0 {
+                return Ok(None);
+            }
+            let tree = reducer
+                .expect("a reducer after a clean header")
+                .reduce(local)?;
+            Ok(chunk_node(&op, layout, n, tree))
+        })?;
+        check_empty::<T, O>(layout.len())?;
+        Ok(op.finish(join_nodes(&op, &nodes), layout.len()))
+    }
+
+    /// The reduction of the global array on rank `root` (`Some`), `None` on the others.
+    /// The same call on every rank, with the same `root`.
+    ///
+    /// ```no_run
+    /// use cufold::dist::{ChunkLayout, GpuRank, LocalGroup};
+    /// let rank = GpuRank::new(cufold::Gpu::open(0)?, LocalGroup::new(1).pop().unwrap());
+    /// let x = rank.gpu().stream().clone_htod(&[5i32, -1])?;
+    /// let layout = ChunkLayout::new(2, 1)?;
+    /// assert_eq!(rank.reduce(0, &layout, &x, cufold::ops::Min)?, Some(-1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reduce<T: DeviceValue, O: Operator<T>>(
+        &self,
+        root: usize,
+        layout: &ChunkLayout,
+        local: &impl DevicePtr<T>,
+        op: O,
+    ) -> Result<Option<O::Out>> {
+        if root >= self.ranks() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("root {root} of a group of {} ranks", self.ranks()),
+            ));
+        }
+        let out = self.all_reduce(layout, local, op)?;
+        Ok((self.rank() == root).then_some(out))
+    }
+
+    /// This rank's part of the scan of the global array, into `out` on this rank's GPU (the
+    /// length of `local`): output `i` is the prefix through (inclusive) or before
+    /// (exclusive) global position `layout.range(rank).start + i`, in the canonical
+    /// grouping, finished with the global count: one GPU's [`Gpu::scan`] bits for the
+    /// global array, cut to this chunk. Waits for the rank's stream once (the chunk's node),
+    /// then enqueues the chunk's scan and returns.
+    ///
+    /// Errors as [`GpuRank::all_reduce`]'s, and an operator that cannot be scanned or an
+    /// `out` of another length than `local` ([`ErrorKind::Collective`] on the other ranks).
+    ///
+    /// ```no_run
+    /// use cufold::dist::{ChunkLayout, GpuRank, LocalGroup};
+    /// use cufold::ScanKind;
+    /// let rank = GpuRank::new(cufold::Gpu::open(0)?, LocalGroup::new(1).pop().unwrap());
+    /// let stream = rank.gpu().stream().clone();
+    /// let x = stream.clone_htod(&[1u32, 2, 3])?;
+    /// let mut y = stream.alloc_zeros::<u32>(3)?;
+    /// let layout = ChunkLayout::new(3, 1)?;
+    /// rank.scan_into(&layout, &x, &mut y, cufold::ops::Sum, ScanKind::Exclusive)?;
+    /// assert_eq!(stream.clone_dtoh(&y)?, [0, 1, 3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn scan_into<T: DeviceValue, O: Operator<T>>(
+        &self,
+        layout: &ChunkLayout,
+        local: &impl DevicePtr<T>,
+        out: &mut impl DevicePtrMut<O::Out>,
+        op: O,
+        kind: ScanKind,
+    ) -> Result<()> {
+        let call = match kind {
+            ScanKind::Inclusive => CALL_SCAN_INCLUSIVE,
+            ScanKind::Exclusive => CALL_SCAN_EXCLUSIVE,
+        };
+        let n = local.len() as u64;
+        let rank = self.rank();
+        let first = layout.range(rank).start;
+        // Problems of this rank alone, and its kernels, before the exchange: the other ranks
+        // hear of a failure in the header instead of waiting for a node that never comes.
+        let kernels = check_scannable::<T, O>()
+            .and(check_scan_lengths(local.len(), out.len()))
+            .and_then(|_| {
+                Ok((
+                    self.gpu.memo_reducer(Tree { op, first })?,
+                    self.gpu.memo_scanner(At { op, first })?,
+                ))
+            });
+        let (kernels, failed) = match kernels {
+            Ok(k) => (Some(k), None),
+            Err(e) => (None, Some(e)),
+        };
+        let nodes = exchange(&self.comm, call, layout, n, &op, failed, || {
+            if n == 0 {
+                return Ok(None);
+            }
+            let reducer = &kernels.as_ref().expect("kernels after a clean header").0;
+            Ok(chunk_node(&op, layout, n, reducer.reduce(local)?))
+        })?;
+        if n == 0 {
+            return Ok(());
+        }
+        let scanner = kernels.expect("kernels after a clean header").1;
+        let stream = self.gpu.stream();
+        let upload = |v: O::Acc| {
+            stream
+                .clone_htod(&[v])
+                .map_err(|e| Error::driver("copying a distributed scan's carry", e))
+        };
+        let base: Option<CudaSlice<O::Acc>> = carry(&op, &nodes, rank).map(upload).transpose()?;
+        {
+            let (x_ptr, _x) = local.device_ptr(stream);
+            let (y_ptr, _y) = out.device_ptr_mut(stream);
+            let carry_guard = base.as_ref().map(|b| b.device_ptr(stream));
+            let carry_ptr = carry_guard.as_ref().map_or(0, |g| g.0);
+            scanner.launch(x_ptr, y_ptr, n, kind, false, carry_ptr)?;
+        }
+        // The prefix through a full chunk's end is the next rank's carry: there the chunk's
+        // tree joins the blocks before it, which the chunk's own scan cannot see.
+        if kind == ScanKind::Inclusive && n == layout.chunk() {
+            let end = carry(&op, &nodes, rank + 1).expect("a carry after a chunk");
+            let last = stream
+                .clone_htod(&[op.finish(end, first + n)])
+                .map_err(|e| Error::driver("copying a distributed scan's last prefix", e))?;
+            let (src, _s) = last.device_ptr(stream);
+            let (y_ptr, _y) = out.device_ptr_mut(stream);
+            let size = std::mem::size_of::<O::Out>();
+            // SAFETY: `out` holds n outputs (checked above), so its last one is `size`
+            // bytes at y_ptr + (n - 1) * size; `last` holds one; both are used on this
+            // stream, in order, and `last` is freed in stream order after the copy.
+            unsafe {
+                cudarc::driver::result::memcpy_dtod_async(
+                    y_ptr + (n - 1) * size as u64,
+                    src,
+                    size,
+                    stream.cu_stream(),
+                )
+            }
+            .map_err(|e| Error::driver("writing a distributed scan's last prefix", e))?;
+        }
+        Ok(())
+    }
+
+    /// A fused Monte Carlo estimate ([`Gpu::monte_carlo`]) of `layout.len()` samples spread
+    /// over the ranks: rank `r` draws samples `layout.range(r)` of `mc`'s run (the same
+    /// Philox draws one GPU would, at their global sample numbers), reduces them to its
+    /// chunk's node, and every rank gets the estimate, with one GPU's bits for the same `mc`
+    /// and sample count. Waits for the rank's stream.
+    ///
+    /// Errors as [`GpuRank::all_reduce`]'s (ranks that disagree on the seed or the kind of
+    /// draws disagree on the call), and chunks of other than a multiple of 4 samples (each
+    /// rank's samples take whole Philox blocks: a layout of at least 4 samples per rank).
+    ///
+    /// ```no_run
+    /// use cufold::dist::{ChunkLayout, GpuRank, LocalGroup};
+    /// use cufold::monte_carlo::MonteCarlo;
+    /// use cufold::ops::Identity;
+    /// let rank = GpuRank::new(cufold::Gpu::open(0)?, LocalGroup::new(1).pop().unwrap());
+    /// let mc = MonteCarlo::<f32, _>::new(Identity).seed(7);
+    /// let est = rank.monte_carlo(&ChunkLayout::new(1 << 24, 1)?, &mc)?;
+    /// assert_eq!(est, rank.gpu().monte_carlo(&mc, 1 << 24)?); // the same bits
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn monte_carlo<S: Sample, F: Transform<S>, O: Operator<F::Out>>(
+        &self,
+        layout: &ChunkLayout,
+        mc: &MonteCarlo<S, F, O>,
+    ) -> Result<O::Out> {
+        let range = layout.range(self.rank());
+        let n = range.end - range.start;
+        let op: Mapped<F, O> = mc.operator();
+        let call = fnv(&[
+            &CALL_MONTE_CARLO.to_le_bytes(),
+            &mc.get_seed().to_le_bytes(),
+            format!("{:?}", mc.get_draws()).as_bytes(),
+        ]);
+        let (est, failed) = match ChunkEstimator::new(&self.gpu, mc, range.start) {
+            Ok(e) => (Some(e), None),
+            Err(e) => (None, Some(e)),
+        };
+        let nodes = exchange(&self.comm, call, layout, n, &op, failed, || {
+            if n == 0 {
+                return Ok(None);
+            }
+            let tree = est.expect("a kernel after a clean header").tree(n)?;
+            Ok(chunk_node(&op, layout, n, tree))
+        })?;
+        check_empty::<S, Mapped<F, O>>(layout.len())?;
+        Ok(op.finish(join_nodes(&op, &nodes), layout.len()))
+    }
+
+    /// [`GpuRank::scan_into`] into a new buffer on this rank's GPU.
+    ///
+    /// ```no_run
+    /// use cufold::dist::{ChunkLayout, GpuRank, LocalGroup};
+    /// use cufold::ScanKind;
+    /// let rank = GpuRank::new(cufold::Gpu::open(0)?, LocalGroup::new(1).pop().unwrap());
+    /// let x = rank.gpu().stream().clone_htod(&[3i64, 1, 2])?;
+    /// let layout = ChunkLayout::new(3, 1)?;
+    /// let y = rank.scan(&layout, &x, cufold::ops::Max, ScanKind::Inclusive)?;
+    /// assert_eq!(rank.gpu().stream().clone_dtoh(&y)?, [3, 3, 3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn scan<T: DeviceValue, O: Operator<T>>(
+        &self,
+        layout: &ChunkLayout,
+        local: &impl DevicePtr<T>,
+        op: O,
+        kind: ScanKind,
+    ) -> Result<CudaSlice<O::Out>> {
+        let mut out = self.gpu.alloc::<O::Out>(local.len())?;
+        self.scan_into(layout, local, &mut out, op, kind)?;
+        Ok(out)
+    }
+}
