@@ -334,3 +334,19 @@ fn local_groups_check_their_sizes() {
         assert!(g.unwrap_err().to_string().contains("different sizes"));
     }
 }
+
+/// Where libnccl cannot be loaded (CI), NCCL's constructors say so with an error, never a
+/// panic inside cudarc's loader.
+#[test]
+fn nccl_without_the_library_is_an_error_not_a_panic() {
+    match cufold::dist::NcclId::new() {
+        Ok(id) => assert_eq!(
+            cufold::dist::NcclId::from_bytes(id.to_bytes()).to_bytes(),
+            id.to_bytes()
+        ),
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::NoCuda, "{e}");
+            assert!(e.to_string().contains("libnccl"), "{e}");
+        }
+    }
+}

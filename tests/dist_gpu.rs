@@ -12,7 +12,7 @@ use common::{
     TreeShape,
 };
 use cudarc::driver::CudaSlice;
-use cufold::dist::{ChunkLayout, Collective, GpuRank, LocalGroup};
+use cufold::dist::{ChunkLayout, Collective, GpuRank, LocalGroup, NcclGroup};
 use cufold::monte_carlo::{Draws, MonteCarlo};
 use cufold::ops::{Affine, ArgMax, Compose, Div2Mean, Identity, Max, Mean, MeanVar, Operator, Sum};
 use cufold::{f16, DeviceValue, ErrorKind, Gpu, ScanKind};
@@ -424,4 +424,69 @@ fn monte_carlo_over_ranks_has_one_gpus_bits() {
         let e = g.unwrap_err();
         assert!(e.to_string().contains("disagree on the call"), "{e}");
     }
+}
+
+/// The same calls through NCCL: one rank per device of the machine (a group of one on a
+/// one-GPU machine: NCCL refuses two ranks of one group on one device). Needs libnccl
+/// loadable as libnccl.so (a failure says so).
+#[test]
+#[ignore = "needs a CUDA device"]
+fn nccl_groups_have_one_gpus_bits() {
+    let devices = Gpu::device_count().unwrap();
+    let gpus: Vec<Gpu> = (0..devices).map(|d| Gpu::open(d).unwrap()).collect();
+    let streams: Vec<_> = gpus.iter().map(|g| g.stream().clone()).collect();
+    // Two ranks of one device: refused before NCCL is asked.
+    let e = NcclGroup::for_streams(&[streams[0].clone(), streams[0].clone()]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidConfig, "{e}");
+    let groups = NcclGroup::for_streams(&streams).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("an NCCL group of {} rank(s)", groups.len());
+    let n = (1 << 20) + 3;
+    let x: Vec<f32> = data(n, seed("nccl"));
+    let layout = ChunkLayout::new(n as u64, devices).unwrap();
+    let want_sum = one_gpu().reduce_host(&x, Sum).unwrap();
+    let want_scan = one_gpu().scan_host(&x, Sum, ScanKind::Inclusive).unwrap();
+    let mc = MonteCarlo::<f32, _>::new(Identity).seed(5);
+    let want_mc = one_gpu().monte_carlo(&mc, n as u64).unwrap();
+    let got: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = gpus
+            .into_iter()
+            .zip(groups)
+            .map(|(gpu, comm)| {
+                let (x, mc) = (&x, &mc);
+                s.spawn(move || {
+                    let r = layout.range(comm.rank());
+                    let mine = upload(&gpu, &x[r.start as usize..r.end as usize]);
+                    let rank = GpuRank::new(gpu, comm);
+                    let sum = rank.all_reduce(&layout, &mine, Sum).unwrap();
+                    let y = rank.scan(&layout, &mine, Sum, ScanKind::Inclusive).unwrap();
+                    let y = rank.gpu().stream().clone_dtoh(&y).unwrap();
+                    let est = rank.monte_carlo(&layout, mc).unwrap();
+                    // Ranks that disagree: an error, and the group still works after it.
+                    let e = if rank.rank() == 0 {
+                        rank.all_reduce(&layout, &mine, Max)
+                    } else {
+                        rank.all_reduce(&layout, &mine, Sum)
+                    };
+                    let again = rank.all_reduce(&layout, &mine, Sum).unwrap();
+                    (sum, y, est, e.map(|_| ()), again)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut scan = Vec::new();
+    for (sum, y, est, e, again) in got {
+        assert_eq!(sum.to_bits(), want_sum.to_bits());
+        assert_eq!(again.to_bits(), want_sum.to_bits());
+        assert!(same(&est, &want_mc), "{est:?} against {want_mc:?}");
+        if devices > 1 {
+            let e = e.unwrap_err();
+            assert!(e.to_string().contains("operator"), "{e}");
+        }
+        scan.extend(y);
+    }
+    assert!(scan
+        .iter()
+        .zip(&want_scan)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
 }

@@ -21,7 +21,8 @@
 //! [`CpuRank`] is the CPU backend's form and [`GpuRank`] the GPU's (the chunk on the rank's
 //! device, reduced and scanned there; the nodes through the collective), on an in-process
 //! [`LocalGroup`] (one thread per rank, each with its device or its own stream of a shared
-//! one) or any other [`Collective`] (see docs/ARCHITECTURE.md, "Many devices").
+//! one), an [`NcclGroup`] (NCCL between devices, in one process or many) or any other
+//! [`Collective`] (see docs/ARCHITECTURE.md, "Many devices").
 //!
 //! ```
 //! use cufold::dist::{ChunkLayout, CpuRank, LocalGroup};
@@ -57,11 +58,13 @@
 mod gpu;
 mod group;
 mod layout;
+mod nccl;
 
 pub use gpu::GpuRank;
 pub(crate) use gpu::Tree;
 pub use group::{Collective, LocalGroup};
 pub use layout::ChunkLayout;
+pub use nccl::{NcclGroup, NcclId};
 
 use crate::cpu::Cpu;
 use crate::element::DeviceValue;
