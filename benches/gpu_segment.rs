@@ -25,7 +25,9 @@ use cufold::{Cpu, Gpu, ScanKind};
 mod common;
 use common::median_ms;
 
-const ALL_SHAPES: &str = "short,square,long,powerlaw,mid,wide,narrow";
+/// The shapes run by default (the ones scripts/segment_peers.py also times).
+const DEFAULT_SHAPES: &str = "short,square,long,powerlaw,mid,wide,narrow";
+const ALL_SHAPES: &str = "short,square,long,powerlaw,mid,wide,narrow,rows2k,rows4k";
 const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key";
 
 /// GPU segmented reductions and scans across shapes, GB/s of compulsory traffic, each result
@@ -40,8 +42,9 @@ const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key";
 )]
 struct Args {
     /// The shapes: 2^24 short ragged segments, a 2^14 x 2^14 matrix's rows, 16 rows of 2^24,
-    /// power-law ragged lengths, 2^18 rows of 1024, 2^15 of 8192, 2^21 of 128.
-    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = ALL_SHAPES,
+    /// power-law ragged lengths, 2^18 rows of 1024, 2^15 of 8192, 2^21 of 128 (and, when
+    /// asked for, 2^17 rows of 2048 and 2^16 of 4096).
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = DEFAULT_SHAPES,
           value_parser = clap::builder::PossibleValuesParser::new(ALL_SHAPES.split(',')))]
     shapes: Vec<String>,
     /// The operations (cumsum: the segmented inclusive scan; sum_by_key: reduce_by_key).
@@ -51,11 +54,17 @@ struct Args {
     /// Event-timed launches per measurement (the median is reported).
     #[arg(long, default_value_t = 20)]
     reps: usize,
+    /// Force the reductions' schedule (the planner's choice by default), to compare them.
+    #[arg(long, value_parser = ["thread", "warp", "block"])]
+    schedule: Option<String>,
     #[command(flatten)]
     out: common::Output,
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The schedule `--schedule` forces on the reductions, if any.
+static FORCED: std::sync::OnceLock<Option<cufold::segment::Schedule>> = std::sync::OnceLock::new();
 
 /// A shape: rows of a packed matrix, or CSR offsets.
 enum Shape {
@@ -92,6 +101,9 @@ fn shape(name: &str) -> Shape {
         // Rows of 8192 (the longest a warp takes) and of 128.
         "wide" => Shape::Rows(Rows::new(1 << 15, 1 << 13)),
         "narrow" => Shape::Rows(Rows::new(1 << 21, 1 << 7)),
+        // Rows between a warp's and a block's (the planner's limit between them).
+        "rows2k" => Shape::Rows(Rows::new(1 << 17, 1 << 11)),
+        "rows4k" => Shape::Rows(Rows::new(1 << 16, 1 << 12)),
         // Pareto(1.2) lengths from 1, capped at 2^22, until 2^26 elements.
         "powerlaw" => {
             let mut total = 0u64;
@@ -105,7 +117,7 @@ fn shape(name: &str) -> Shape {
             Shape::Offsets(offsets(&mut lengths.into_iter()))
         }
         other => {
-            panic!("unknown shape {other}: short, square, long, powerlaw, mid, wide or narrow")
+            panic!("unknown shape {other}: one of {ALL_SHAPES}")
         }
     }
 }
@@ -129,7 +141,11 @@ fn run<O: Operator<f32>>(
     rows_out: &mut Vec<serde_json::Value>,
 ) -> Res<bool> {
     let stream = gpu.stream();
-    let r = gpu.segment_reducer::<f32, O>(op)?;
+    let forced = FORCED.get().copied().flatten();
+    let r = gpu.segment_reducer_with::<f32, O>(
+        op,
+        cufold::segment::SegmentConfig::default().schedule(forced),
+    )?;
     let (segments, total, extra) = match shape {
         Shape::Rows(rows) => (rows.rows, rows.rows * rows.cols, 0),
         Shape::Offsets(o) => (o.len() - 1, *o.last().unwrap() as usize, o.len() * 8),
@@ -324,8 +340,16 @@ fn main() -> Res<()> {
         shapes,
         ops,
         reps,
+        schedule,
         out: common::Output { json, .. },
     } = <Args as clap::Parser>::parse();
+    use cufold::segment::Schedule;
+    let forced = schedule.as_deref().map(|s| match s {
+        "thread" => Schedule::Thread,
+        "warp" => Schedule::Warp,
+        _ => Schedule::Block,
+    });
+    FORCED.set(forced).expect("set once");
     let gpu = match Gpu::open(0) {
         Ok(g) => g,
         Err(e) => {

@@ -3,7 +3,8 @@
 
 use super::by_key::RunCache;
 use super::plan::{
-    check_offsets_len, check_rows, plan, split_chunk_log, with_schedule, Schedule, SegmentPlan,
+    check_offsets_len, check_rows, plan_reduction, split_chunk_log, with_schedule, Schedule,
+    SegmentPlan,
 };
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
@@ -174,7 +175,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     pub fn plan(&self, segments: u64, total: u64, rows: bool) -> SegmentPlan {
         let (block, dev) = (self.config.get_block(), &self.gpu.inner.props);
         match self.config.get_schedule() {
-            None => plan(segments, total, rows, block, dev),
+            None => plan_reduction(segments, total, rows, O::ORDER_FREE, block, dev),
             // Whole rows and split rows are for rows only: segments on the device have
             // lengths the host does not know.
             Some(Schedule::Whole | Schedule::Split) if !rows => {
