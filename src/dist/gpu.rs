@@ -2,11 +2,13 @@
 //! stream) and a [`Collective`] to the other ranks.
 
 use super::{
-    carry, chunk_node, exchange, fnv, join_nodes, ChunkLayout, Collective, CALL_MONTE_CARLO,
-    CALL_REDUCE, CALL_SCAN_EXCLUSIVE, CALL_SCAN_INCLUSIVE,
+    carry, check_root, chunk_node, exchange, fnv, join_nodes, ChunkLayout, Collective,
+    CALL_MONTE_CARLO, CALL_REDUCE, CALL_SCAN_EXCLUSIVE, CALL_SCAN_INCLUSIVE,
 };
 use crate::element::DeviceValue;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::error::ErrorKind;
 use crate::gpu::Gpu;
 use crate::monte_carlo::gpu::ChunkEstimator;
 use crate::monte_carlo::{MonteCarlo, Sample};
@@ -31,81 +33,59 @@ pub(crate) struct Tree<O> {
     pub(crate) first: u64,
 }
 
-/// The CUDA half of an adapter `template` around `op`: `cf::template<op>`, `op`'s source.
-fn adapter(template: &str, op: CudaOp) -> CudaOp {
-    CudaOp {
-        type_name: format!("cf::{template}<{}>", op.type_name),
-        source: op.source,
-    }
+/// The parts of [`At`]'s and [`Tree`]'s `Operator` impls they share: `O`'s, lifting at the
+/// global index `first + index`, their CUDA half `cf::$name<O>`, `O`'s parameters then
+/// `first` as its two members.
+macro_rules! chunk_operator {
+    ($name:ident) => {
+        const COMMUTATIVE: bool = O::COMMUTATIVE;
+        const ORDER_FREE: bool = O::ORDER_FREE;
+        const EMPTY_IS_ERROR: bool = O::EMPTY_IS_ERROR;
+        const SCANNABLE: bool = O::SCANNABLE;
+        const NAME: &'static str = stringify!($name);
+        fn name() -> String {
+            format!("{}<{}>", stringify!($name), O::name())
+        }
+        fn identity(&self) -> O::Acc {
+            self.op.identity()
+        }
+        fn lift(&self, x: T, index: u64) -> O::Acc {
+            self.op.lift(x, self.first + index)
+        }
+        fn combine(&self, a: O::Acc, b: O::Acc) -> O::Acc {
+            self.op.combine(a, b)
+        }
+        fn combine_full(&self, a: O::Acc, b: O::Acc) -> O::Acc {
+            self.op.combine_full(a, b)
+        }
+        fn cuda(&self) -> CudaOp {
+            let op = self.op.cuda();
+            CudaOp {
+                type_name: format!("cf::{}<{}>", stringify!($name), op.type_name),
+                source: op.source,
+            }
+        }
+        fn params(&self) -> OpParams {
+            OpParams::pair(&self.op.params(), &OpParams::of(&self.first))
+        }
+    };
 }
 
 impl<T: DeviceValue, O: Operator<T>> Operator<T> for At<O> {
     type Acc = O::Acc;
     type Out = O::Out;
-    const COMMUTATIVE: bool = O::COMMUTATIVE;
-    const ORDER_FREE: bool = O::ORDER_FREE;
-    const EMPTY_IS_ERROR: bool = O::EMPTY_IS_ERROR;
-    const SCANNABLE: bool = O::SCANNABLE;
-    const NAME: &'static str = "At";
-    fn name() -> String {
-        format!("At<{}>", O::name())
-    }
-    fn identity(&self) -> O::Acc {
-        self.op.identity()
-    }
-    fn lift(&self, x: T, index: u64) -> O::Acc {
-        self.op.lift(x, self.first + index)
-    }
-    fn combine(&self, a: O::Acc, b: O::Acc) -> O::Acc {
-        self.op.combine(a, b)
-    }
-    fn combine_full(&self, a: O::Acc, b: O::Acc) -> O::Acc {
-        self.op.combine_full(a, b)
-    }
+    chunk_operator!(At);
     fn finish(&self, acc: O::Acc, n: u64) -> O::Out {
         self.op.finish(acc, self.first + n)
-    }
-    fn cuda(&self) -> CudaOp {
-        adapter("At", self.op.cuda())
-    }
-    /// The operator's parameters, then `first`, as `cf::At`'s two members.
-    fn params(&self) -> OpParams {
-        OpParams::pair(&self.op.params(), &OpParams::of(&self.first))
     }
 }
 
 impl<T: DeviceValue, O: Operator<T>> Operator<T> for Tree<O> {
     type Acc = O::Acc;
     type Out = O::Acc;
-    const COMMUTATIVE: bool = O::COMMUTATIVE;
-    const ORDER_FREE: bool = O::ORDER_FREE;
-    const EMPTY_IS_ERROR: bool = O::EMPTY_IS_ERROR;
-    const SCANNABLE: bool = O::SCANNABLE;
-    const NAME: &'static str = "Tree";
-    fn name() -> String {
-        format!("Tree<{}>", O::name())
-    }
-    fn identity(&self) -> O::Acc {
-        self.op.identity()
-    }
-    fn lift(&self, x: T, index: u64) -> O::Acc {
-        self.op.lift(x, self.first + index)
-    }
-    fn combine(&self, a: O::Acc, b: O::Acc) -> O::Acc {
-        self.op.combine(a, b)
-    }
-    fn combine_full(&self, a: O::Acc, b: O::Acc) -> O::Acc {
-        self.op.combine_full(a, b)
-    }
+    chunk_operator!(Tree);
     fn finish(&self, acc: O::Acc, _n: u64) -> O::Acc {
         acc
-    }
-    fn cuda(&self) -> CudaOp {
-        adapter("Tree", self.op.cuda())
-    }
-    /// The operator's parameters, then `first`, as `cf::Tree`'s two members.
-    fn params(&self) -> OpParams {
-        OpParams::pair(&self.op.params(), &OpParams::of(&self.first))
     }
 }
 
@@ -291,12 +271,7 @@ impl<C: Collective> GpuRank<C> {
         local: &impl DevicePtr<T>,
         op: O,
     ) -> Result<Option<O::Out>> {
-        if root >= self.ranks() {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!("root {root} of a group of {} ranks", self.ranks()),
-            ));
-        }
+        check_root(root, &self.comm)?;
         let out = self.all_reduce(layout, local, op)?;
         Ok((self.rank() == root).then_some(out))
     }

@@ -268,6 +268,17 @@ fn check_headers(all: &[u8], me: usize, mine: &[u8], layout: &ChunkLayout) -> Re
     Ok(())
 }
 
+/// An error for a root that is not a rank of the group.
+pub(crate) fn check_root<C: Collective>(root: usize, comm: &C) -> Result<()> {
+    if root >= comm.ranks() {
+        return Err(Error::new(
+            ErrorKind::InvalidConfig,
+            format!("root {root} of a group of {} ranks", comm.ranks()),
+        ));
+    }
+    Ok(())
+}
+
 const CALL_REDUCE: u64 = 1;
 const CALL_SCAN_INCLUSIVE: u64 = 2;
 const CALL_SCAN_EXCLUSIVE: u64 = 3;
@@ -377,12 +388,7 @@ impl<C: Collective> CpuRank<C> {
         local: &[T],
         op: O,
     ) -> Result<Option<O::Out>> {
-        if root >= self.ranks() {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!("root {root} of a group of {} ranks", self.ranks()),
-            ));
-        }
+        check_root(root, &self.comm)?;
         let out = self.all_reduce(layout, local, op)?;
         Ok((self.rank() == root).then_some(out))
     }

@@ -73,6 +73,23 @@ pub(crate) fn check_block(block: u32) -> Result<()> {
     Ok(())
 }
 
+/// A first call into the driver, after [`probe_libraries`], with cudarc's panics and errors
+/// turned into [`ErrorKind::NoCuda`] errors (`what` says what failed).
+fn guarded<T>(
+    call: impl FnOnce() -> std::result::Result<T, cudarc::driver::DriverError> + std::panic::UnwindSafe,
+    what: impl FnOnce() -> String,
+) -> Result<T> {
+    probe_libraries()?;
+    std::panic::catch_unwind(call)
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::NoCuda,
+                "the CUDA driver could not be initialised",
+            )
+        })?
+        .map_err(|e| Error::new(ErrorKind::NoCuda, format!("{}: {e:?}", what())).with_source(e))
+}
+
 /// Checks that the CUDA driver and NVRTC libraries can be loaded, so that cudarc (which
 /// panics when it cannot find them) is never asked to.
 fn probe_libraries() -> Result<()> {
@@ -214,21 +231,10 @@ impl Gpu {
     /// }
     /// ```
     pub fn open(ordinal: usize) -> Result<Gpu> {
-        probe_libraries()?;
-        let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
-            .map_err(|_| {
-                Error::new(
-                    ErrorKind::NoCuda,
-                    "the CUDA driver could not be initialised",
-                )
-            })?
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::NoCuda,
-                    format!("CUDA device {ordinal} could not be opened: {e:?}"),
-                )
-                .with_source(e)
-            })?;
+        let ctx = guarded(
+            || CudaContext::new(ordinal),
+            || format!("CUDA device {ordinal} could not be opened"),
+        )?;
         Gpu::new(&ctx.default_stream())
     }
 
@@ -243,21 +249,9 @@ impl Gpu {
     /// }
     /// ```
     pub fn device_count() -> Result<usize> {
-        probe_libraries()?;
-        let n = std::panic::catch_unwind(CudaContext::device_count)
-            .map_err(|_| {
-                Error::new(
-                    ErrorKind::NoCuda,
-                    "the CUDA driver could not be initialised",
-                )
-            })?
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::NoCuda,
-                    format!("the CUDA devices could not be counted: {e:?}"),
-                )
-                .with_source(e)
-            })?;
+        let n = guarded(CudaContext::device_count, || {
+            "the CUDA devices could not be counted".to_string()
+        })?;
         Ok(n.max(0) as usize)
     }
 

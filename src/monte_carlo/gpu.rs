@@ -116,22 +116,31 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> std::fmt::Debug for Integr
     }
 }
 
+/// The Monte Carlo kernel of `op` (an operator over samples) drawing `draws`, with its
+/// parameter blob and the blob's size.
+fn mc_kernel<S: Sample, P: Operator<S>>(
+    gpu: &Gpu,
+    op: &P,
+    draws: super::Draws,
+) -> Result<(CudaFunction, Box<ParamBlob>, usize)> {
+    let cuda = op.cuda();
+    let params = op.params();
+    let param_bytes = params.bytes().len();
+    let function = gpu.kernel(
+        "cf_monte_carlo",
+        &cuda,
+        &(shape(), draws, param_bytes),
+        || kernel_source(&cuda, param_bytes, draws),
+    )?;
+    Ok((function, ParamBlob::new(&params, P::name)?, param_bytes))
+}
+
 impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
     fn new(gpu: Gpu, mc: MonteCarlo<S, F, O>) -> Result<Self> {
         check_sample::<S>()?;
-        let op = mc.operator();
-        let cuda = <Mapped<F, O> as Operator<S>>::cuda(&op);
-        let params = <Mapped<F, O> as Operator<S>>::params(&op);
-        let param_bytes = params.bytes().len();
-        let draws = mc.get_draws();
-        let function = gpu.kernel(
-            "cf_monte_carlo",
-            &cuda,
-            &(shape(), draws, param_bytes),
-            || kernel_source(&cuda, param_bytes, draws),
-        )?;
+        let (function, params, param_bytes) = mc_kernel(&gpu, &mc.operator(), mc.get_draws())?;
         Ok(Integrator {
-            params: ParamBlob::new(&params, O::name)?,
+            params,
             gpu,
             mc,
             param_bytes,
@@ -336,23 +345,11 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> ChunkEstimator<S, F, O> {
             op: mc.operator(),
             first,
         };
-        let cuda = <_ as Operator<S>>::cuda(&op);
-        let params = <_ as Operator<S>>::params(&op);
-        let param_bytes = params.bytes().len();
-        let draws = mc.get_draws();
-        let function = gpu.kernel(
-            "cf_monte_carlo",
-            &cuda,
-            &(shape(), draws, param_bytes),
-            || kernel_source(&cuda, param_bytes, draws),
-        )?;
+        let (function, params, _) = mc_kernel(gpu, &op, mc.get_draws())?;
         Ok(ChunkEstimator {
             gpu: gpu.clone(),
             seed: mc.get_seed(),
-            params: ParamBlob::new(
-                &params,
-                <crate::dist::Tree<Mapped<F, O>> as Operator<S>>::name,
-            )?,
+            params,
             function,
             _types: std::marker::PhantomData,
         })
