@@ -26,7 +26,7 @@ export CUFOLD_CACHE_DIR=/tmp/cufold-cache
 for z in .gpu/bin/*.gz; do [[ -e $z ]] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
 # Benches are staged as test-* binaries (cargo builds them in the test profile); they are not
 # tests, so take them out of the test run.
-for b in reduce gpu_reduce gpu_scan gpu_monte_carlo gpu_segment; do
+for b in reduce gpu_reduce gpu_scan gpu_monte_carlo gpu_segment gpu_dist; do
   [[ -e .gpu/bin/test-$b ]] && mv ".gpu/bin/test-$b" ".gpu/bin/bench-$b"
 done
 # The proc-macro crate's own unit tests link the Rust toolchain's libstd dynamically, which
