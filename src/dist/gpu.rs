@@ -6,9 +6,9 @@ use super::{
     CALL_MONTE_CARLO, CALL_REDUCE, CALL_SCAN_EXCLUSIVE, CALL_SCAN_INCLUSIVE,
 };
 use crate::element::DeviceValue;
-use crate::error::{Error, Result};
 #[cfg(doc)]
 use crate::error::ErrorKind;
+use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::monte_carlo::gpu::ChunkEstimator;
 use crate::monte_carlo::{MonteCarlo, Sample};
