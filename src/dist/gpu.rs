@@ -119,7 +119,7 @@ impl<T: DeviceValue, O: Operator<T>> Operator<T> for Tree<O> {
 ///                 // One GPU per rank where the machine has them (ordinal = rank).
 ///                 let gpu = Gpu::open(comm.rank() % Gpu::device_count()?)?;
 ///                 let r = layout.range(comm.rank());
-///                 let mine = gpu.stream().clone_htod(&x[r.start as usize..r.end as usize])?;
+///                 let mine = gpu.stream().clone_htod(&x[r.start as usize..r.end as usize]).unwrap();
 ///                 let rank = GpuRank::new(gpu, comm);
 ///                 rank.all_reduce(&layout, &mine, Sum)
 ///             })
