@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{canonical_root, data, same, seed, Gen, TreeShape};
+use common::{assert_ranks_agree, canonical_root, data, same, seed, Gen, TreeShape};
 use cufold::dist::{ChunkLayout, Collective, CpuRank, LocalGroup};
 use cufold::ops::{Affine, ArgMax, Compose, Div2Mean, MeanVar, Operator, Sum};
 use cufold::{Cpu, DeviceValue, ErrorKind, ScanKind};
@@ -59,16 +59,7 @@ fn check_reduce<T: Gen + DeviceValue + Sync, O: Operator<T> + Sync>(op: O, test:
             let got = on_ranks(LocalGroup::new(layout.ranks()), layout, &x, |rank, mine| {
                 rank.all_reduce(&layout, mine, op)
             });
-            for (r, g) in got.iter().enumerate() {
-                match (&want, g) {
-                    (Ok(w), Ok(g)) => assert!(
-                        same(w, g),
-                        "{test}: n {n}, {layout:?}, rank {r}: {g:?}, one device {w:?}"
-                    ),
-                    (Err(w), Err(g)) => assert_eq!(w.kind(), g.kind(), "{test}: n {n}"),
-                    _ => panic!("{test}: n {n}, {layout:?}, rank {r}: {g:?} against {want:?}"),
-                }
-            }
+            assert_ranks_agree(&want, &got, &format!("{test}: n {n}, {layout:?}"));
         }
     }
 }

@@ -8,8 +8,8 @@
 mod common;
 
 use common::{
-    canonical_prefix, canonical_root, data, poison, same, seed, tiered, upload, FoldShape, Gen,
-    TreeShape,
+    assert_ranks_agree, canonical_prefix, canonical_root, data, poison, same, seed, tiered, upload,
+    FoldShape, Gen, TreeShape,
 };
 use cudarc::driver::CudaSlice;
 use cufold::dist::{ChunkLayout, Collective, GpuRank, LocalGroup, NcclGroup};
@@ -101,16 +101,7 @@ fn check_reduce<T: Gen + DeviceValue + Sync, O: Operator<T> + Sync>(op: O, test:
         let want = one_gpu().reduce_host(&x, op);
         for layout in layouts(n as u64) {
             let got = on_ranks(layout, &x, |rank, mine| rank.all_reduce(&layout, mine, op));
-            for (r, g) in got.iter().enumerate() {
-                match (&want, g) {
-                    (Ok(w), Ok(g)) => assert!(
-                        same(w, g),
-                        "{test}: n {n}, {layout:?}, rank {r}: {g:?}, one GPU {w:?}"
-                    ),
-                    (Err(w), Err(g)) => assert_eq!(w.kind(), g.kind(), "{test}: n {n}"),
-                    _ => panic!("{test}: n {n}, {layout:?}, rank {r}: {g:?} against {want:?}"),
-                }
-            }
+            assert_ranks_agree(&want, &got, &format!("{test}: n {n}, {layout:?}"));
         }
     }
 }

@@ -236,18 +236,11 @@ impl<C: Collective> GpuRank<C> {
         let first = layout.range(self.rank()).start;
         // The kernel first, so that a failure is told to the other ranks in the header.
         let reducer = self.gpu.memo_reducer(Tree { op, first });
-        let (reducer, failed) = match reducer {
-            Ok(r) => (Some(r), None),
-            Err(e) => (None, Some(e)),
-        };
-        let nodes = exchange(&self.comm, CALL_REDUCE, layout, n, &op, failed, || {
+        let (nodes, _) = exchange(&self.comm, CALL_REDUCE, layout, n, &op, reducer, |r| {
             if n == 0 {
                 return Ok(None);
             }
-            let tree = reducer
-                .expect("a reducer after a clean header")
-                .reduce(local)?;
-            Ok(chunk_node(&op, layout, n, tree))
+            Ok(chunk_node(&op, layout, n, r.reduce(local)?))
         })?;
         check_empty::<T, O>(layout.len())?;
         Ok(op.finish(join_nodes(&op, &nodes), layout.len()))
@@ -323,21 +316,15 @@ impl<C: Collective> GpuRank<C> {
                     self.gpu.memo_scanner(At { op, first })?,
                 ))
             });
-        let (kernels, failed) = match kernels {
-            Ok(k) => (Some(k), None),
-            Err(e) => (None, Some(e)),
-        };
-        let nodes = exchange(&self.comm, call, layout, n, &op, failed, || {
+        let (nodes, (_, scanner)) = exchange(&self.comm, call, layout, n, &op, kernels, |k| {
             if n == 0 {
                 return Ok(None);
             }
-            let reducer = &kernels.as_ref().expect("kernels after a clean header").0;
-            Ok(chunk_node(&op, layout, n, reducer.reduce(local)?))
+            Ok(chunk_node(&op, layout, n, k.0.reduce(local)?))
         })?;
         if n == 0 {
             return Ok(());
         }
-        let scanner = kernels.expect("kernels after a clean header").1;
         let stream = self.gpu.stream();
         let upload = |v: O::Acc| {
             stream
@@ -411,16 +398,12 @@ impl<C: Collective> GpuRank<C> {
             &mc.get_seed().to_le_bytes(),
             format!("{:?}", mc.get_draws()).as_bytes(),
         ]);
-        let (est, failed) = match ChunkEstimator::new(&self.gpu, mc, range.start) {
-            Ok(e) => (Some(e), None),
-            Err(e) => (None, Some(e)),
-        };
-        let nodes = exchange(&self.comm, call, layout, n, &op, failed, || {
+        let est = ChunkEstimator::new(&self.gpu, mc, range.start);
+        let (nodes, _) = exchange(&self.comm, call, layout, n, &op, est, |est| {
             if n == 0 {
                 return Ok(None);
             }
-            let tree = est.expect("a kernel after a clean header").tree(n)?;
-            Ok(chunk_node(&op, layout, n, tree))
+            Ok(chunk_node(&op, layout, n, est.tree(n)?))
         })?;
         check_empty::<S, Mapped<F, O>>(layout.len())?;
         Ok(op.finish(join_nodes(&op, &nodes), layout.len()))

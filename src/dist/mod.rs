@@ -366,7 +366,7 @@ impl<C: Collective> CpuRank<C> {
         local: &[T],
         op: O,
     ) -> Result<O::Out> {
-        let nodes = self.exchange(CALL_REDUCE, layout, local, &op, None)?;
+        let nodes = self.exchange(CALL_REDUCE, layout, local, &op, Ok(()))?;
         check_empty::<T, O>(layout.len())?;
         Ok(op.finish(join_nodes(&op, &nodes), layout.len()))
     }
@@ -446,7 +446,7 @@ impl<C: Collective> CpuRank<C> {
         // Problems of this rank alone are reported through the header, so that the other
         // ranks do not wait for nodes that never come.
         let mine = check_scannable::<T, O>().and(check_scan_lengths(local.len(), out.len()));
-        let nodes = self.exchange(call, layout, local, &op, mine.err())?;
+        let nodes = self.exchange(call, layout, local, &op, mine)?;
         let rank = self.rank();
         if local.is_empty() {
             return Ok(());
@@ -469,17 +469,17 @@ impl<C: Collective> CpuRank<C> {
         layout: &ChunkLayout,
         local: &[T],
         op: &O,
-        failed: Option<Error>,
+        ready: Result<()>,
     ) -> Result<Vec<O::Acc>> {
         let first = layout.range(self.rank()).start;
-        exchange(
+        let (nodes, ()) = exchange(
             &self.comm,
             call,
             layout,
             local.len() as u64,
             op,
-            failed,
-            || {
+            ready,
+            |()| {
                 let leaves = ChunkLeaves { x: local, first };
                 Ok(chunk_node(
                     op,
@@ -488,53 +488,54 @@ impl<C: Collective> CpuRank<C> {
                     self.cpu.tree(op, &leaves),
                 ))
             },
-        )
+        )?;
+        Ok(nodes)
     }
 }
 
 /// The exchange of one distributed call, on rank `comm.rank()` holding `local` elements:
 /// the headers (every rank's call, layout, operator and length, or why it cannot take
-/// part: `failed`), checked alike on every rank, then every holding rank's node, in rank
-/// order. `node` computes this rank's (`None` when it holds nothing); an error or a panic
-/// there is told to the other ranks before it goes on here.
-pub(crate) fn exchange<C: Collective, T: DeviceValue, O: Operator<T>>(
+/// part: the error in `ready`, what the rank prepared for the call, such as its kernels),
+/// checked alike on every rank, then every holding rank's node, in rank order, and what
+/// was prepared. `node` computes this rank's from what was prepared (`None` when it holds
+/// nothing); an error or a panic there is told to the other ranks before it goes on here.
+pub(crate) fn exchange<C: Collective, T: DeviceValue, O: Operator<T>, P>(
     comm: &C,
     call: u64,
     layout: &ChunkLayout,
     local: u64,
     op: &O,
-    failed: Option<Error>,
-    node: impl FnOnce() -> Result<Option<O::Acc>>,
-) -> Result<Vec<O::Acc>> {
+    ready: Result<P>,
+    node: impl FnOnce(&P) -> Result<Option<O::Acc>>,
+) -> Result<(Vec<O::Acc>, P)> {
     let rank = comm.rank();
-    let failed = failed.or_else(|| {
-        (layout.ranks() != comm.ranks()).then(|| {
-            Error::new(
+    let ready = ready.and_then(|p| {
+        if layout.ranks() != comm.ranks() {
+            return Err(Error::new(
                 ErrorKind::InvalidConfig,
                 format!(
                     "a layout over {} ranks in a group of {}",
                     layout.ranks(),
                     comm.ranks()
                 ),
-            )
-        })
+            ));
+        }
+        Ok(p)
     });
     let mine = header(
         call,
         layout,
         op_id::<T, O>(op),
         local,
-        failed.as_ref().map(|e| e.to_string()).as_deref(),
+        ready.as_ref().err().map(|e| e.to_string()).as_deref(),
     );
     let all = comm.all_gather(&mine)?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
+    let prepared = ready?;
     check_headers(&all, rank, &mine, layout)?;
 
     // The node of this chunk, or the news that this rank failed or panicked.
     let size = std::mem::size_of::<O::Acc>();
-    let tree = catch_unwind(AssertUnwindSafe(node));
+    let tree = catch_unwind(AssertUnwindSafe(|| node(&prepared)));
     let mut bytes = vec![0u8; 8 + size];
     match &tree {
         Ok(Ok(node)) => {
@@ -578,7 +579,7 @@ pub(crate) fn exchange<C: Collective, T: DeviceValue, O: Operator<T>>(
         }
     }
     debug_assert_eq!(nodes.len(), layout.holders());
-    Ok(nodes)
+    Ok((nodes, prepared))
 }
 
 /// The status byte before each rank's node: it holds one, panicked, failed (0: it holds

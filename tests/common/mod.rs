@@ -320,6 +320,22 @@ unsafe impl DeviceValue for Node {
     }
 }
 
+/// Every rank's result of a distributed call against one device's (`what` says which call):
+/// the same bits, or errors of the same kind.
+pub fn assert_ranks_agree<X: std::fmt::Debug + 'static>(
+    want: &cufold::Result<X>,
+    got: &[cufold::Result<X>],
+    what: &str,
+) {
+    for (r, g) in got.iter().enumerate() {
+        match (want, g) {
+            (Ok(w), Ok(g)) => assert!(same(w, g), "{what}, rank {r}: {g:?}, one device {w:?}"),
+            (Err(w), Err(g)) => assert_eq!(w.kind(), g.kind(), "{what}, rank {r}"),
+            _ => panic!("{what}, rank {r}: {g:?} against {want:?}"),
+        }
+    }
+}
+
 /// Records the shape of the tree it is reduced along. The canonical tree combines only
 /// equal-sized aligned neighbours, or a node with the padding to its right (the identity,
 /// `len == 0`), and never padding on the left; its root covers `0 .. next_pow2(N)`.
