@@ -55,7 +55,7 @@ struct Args {
     #[arg(long, default_value_t = 20)]
     reps: usize,
     /// Force the reductions' schedule (the planner's choice by default), to compare them.
-    #[arg(long, value_parser = ["thread", "warp", "block"])]
+    #[arg(long, value_parser = ["thread", "warp", "lanes", "block"])]
     schedule: Option<String>,
     #[command(flatten)]
     out: common::Output,
@@ -347,6 +347,7 @@ fn main() -> Res<()> {
     let forced = schedule.as_deref().map(|s| match s {
         "thread" => Schedule::Thread,
         "warp" => Schedule::Warp,
+        "lanes" => Schedule::Lanes,
         _ => Schedule::Block,
     });
     FORCED.set(forced).expect("set once");

@@ -122,6 +122,75 @@ __device__ __forceinline__ typename Op::Acc segment_tree(const Op& op, const Loa
     return leader ? tree.complete(op, tiles, p / TILE) : op.identity();
 }
 
+// A segment's canonical tree by a group of LANES lanes (8 or 16) of one warp, the warp's
+// other groups on other segments of the same length at the same time (rows). A tile is
+// LANES * K * VEC positions: load k of group lane j reads the VEC positions at
+// k * LANES * VEC + j * VEC (the group's loads of one instruction are contiguous), each
+// load's VEC items reduced in registers, the K values joined across the group's lanes by
+// shuffles (aligned neighbours at offsets 1, 2, .. LANES / 2, as cf::warp_reduce; a lane
+// that uses a result only reads lanes of its own group), then in registers: the same
+// aligned blocks as tile_reduce_at's, so the same tree. Longer segments go tile by tile
+// on a binary counter in the group's first lane. Every lane of the warp calls it with the
+// same n and p (the shuffles are the whole warp's); the result is meaningful in the
+// group's first lane.
+template <class Op, int LANES, int K, int VEC, class Loader>
+__device__ __forceinline__ typename Op::Acc lanes_tile(const Op& op, const Loader& ld, u64 base, u64 limit) {
+    typedef typename Op::Acc Acc;
+    constexpr u64 SEG = (u64)LANES * VEC;
+    const int lane = (int)(threadIdx.x % LANES);
+    Acc v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        Acc items[VEC];
+        ld.load(op, base + k * SEG + (u64)lane * VEC, items);
+        thread_reduce(op, items, limit);
+        v[k] = items[0];
+    }
+    warp_reduce(op, v, (int)(limit / VEC < LANES ? limit / VEC : LANES));
+    thread_reduce(op, v, limit / SEG);
+    return v[0];
+}
+
+// ORDER_FREE (Operator::ORDER_FREE): every order gives the tree's bits, so each lane folds
+// what it reads, in index order, into its run state (cf::Run, as cf::free_run does), and
+// the group joins the lanes' results with one tree of shuffles.
+template <class Op, int LANES, int K, int VEC, bool ORDER_FREE, class Loader>
+__device__ __forceinline__ typename Op::Acc lanes_tree(const Op& op, const Loader& ld, u64 n, u64 p) {
+    constexpr u64 TILE = (u64)LANES * K * VEC;
+    if constexpr (ORDER_FREE) {
+        typedef Run<Op> R;
+        constexpr u64 SEG = (u64)LANES * VEC;
+        const u64 lane = threadIdx.x % LANES;
+        typename R::State st = R::start(op);
+        for (u64 tbase = 0; tbase < n; tbase += TILE) {
+            const u64 lbase = tbase + lane * VEC;
+            typename Op::In v[K][VEC];
+#pragma unroll
+            for (int k = 0; k < K; ++k) ld.fetch(lbase + k * SEG, v[k]);
+            if (tbase + TILE <= n) {
+#pragma unroll
+                for (int k = 0; k < K; ++k) R::template add_all<VEC>(op, st, v[k], lbase + k * SEG);
+            } else {
+#pragma unroll
+                for (int k = 0; k < K; ++k)
+#pragma unroll
+                    for (int i = 0; i < VEC; ++i)
+                        if (lbase + k * SEG + i < n) R::add(op, st, v[k][i], lbase + k * SEG + i);
+            }
+        }
+        return warp_reduce(op, R::end(op, st), LANES);
+    }
+    if (p <= TILE) return lanes_tile<Op, LANES, K, VEC>(op, ld, 0, p);
+    const bool leader = (threadIdx.x % LANES) == 0;
+    TreeCounter<typename Op::Acc> tree;
+    const u64 tiles = (n + TILE - 1) / TILE;
+    for (u64 i = 0; i < tiles; ++i) {
+        const typename Op::Acc v = lanes_tile<Op, LANES, K, VEC>(op, ld, i * TILE, TILE);
+        if (leader) tree.push(op, i, v);
+    }
+    return leader ? tree.complete(op, tiles, p / TILE) : op.identity();
+}
+
 // Shared memory per warp in which a scan's thread-schedule warp stages its span (below,
 // kernels/segment_scan.cuh): 4 KiB, or less for blocks over 256 threads (32 KiB a block).
 template <int BLOCK> struct SpanStage {
@@ -262,8 +331,8 @@ template <int BLOCK> __device__ __forceinline__ int long_chunk_log(u64 len) {
 }  // namespace cf
 
 #ifdef CF_SEGMENT_KERNEL
-// Instantiated by the generated source, which defines CF_OP, CF_BLOCK, CF_GROUP (1, 32 or
-// CF_BLOCK: threads per segment), CF_K, CF_VEC, CF_ORDER_FREE (0/1: Operator::ORDER_FREE:
+// Instantiated by the generated source, which defines CF_OP, CF_BLOCK, CF_GROUP (1, 8, 16,
+// 32 or CF_BLOCK: threads per segment; 8 and 16 for rows only), CF_K, CF_VEC, CF_ORDER_FREE (0/1: Operator::ORDER_FREE:
 // threads, warps and blocks fold a segment in order, with no tree) and CF_OP_BYTES.
 typedef CF_OP cf_op_t;
 typedef cf_op_t::In cf_in_t;
@@ -288,8 +357,8 @@ extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, const cf::u64* __restrict__ offsets,
                   cf::u64 stride, cf::u64 cols, unsigned write_empty, cf_out_t* out, cf::u64* long_hdr,
                   const cf::OpBytes<CF_OP_BYTES> op_bytes) {
-    static_assert(CF_GROUP == 1 || CF_GROUP == 32 || CF_GROUP == CF_BLOCK,
-                  "a segment takes a thread, a warp or the whole block");
+    static_assert(CF_GROUP == 1 || CF_GROUP == 8 || CF_GROUP == 16 || CF_GROUP == 32 || CF_GROUP == CF_BLOCK,
+                  "a segment takes a thread, a group of 8 or 16 lanes, a warp or the whole block");
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 #if CF_GROUP == 1
     // Lane l of a warp takes segment base + l; segments longer than CF_THREAD_MAX (ragged
@@ -325,6 +394,31 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
                 op, ld, 0, b - a, cf::next_pow2(b - a), smem, 0, calls);
             if (lane == 0) out[base + j] = op.finish(r, b - a);
         }
+    }
+#elif CF_GROUP < 32
+    // Rows only (the host plans this schedule for rows, never for offsets): the warp's
+    // 32 / CF_GROUP groups take consecutive rows at once, all of `cols` positions, so every
+    // lane runs the same loads and shuffles; a group past the last row reads the last row
+    // again and writes nothing.
+    constexpr int PER_WARP = 32 / CF_GROUP;
+    const int sub = (int)((threadIdx.x & 31) / CF_GROUP);
+    const bool leader = (threadIdx.x % CF_GROUP) == 0;
+    const cf::u64 warps = (cf::u64)gridDim.x * (CF_BLOCK / 32);
+    if (offsets) return;  // not planned for offsets
+    for (cf::u64 first = ((cf::u64)blockIdx.x * (CF_BLOCK / 32) + (threadIdx.x >> 5)) * PER_WARP; first < segments;
+         first += warps * PER_WARP) {
+        const cf::u64 s = first + sub;
+        const bool mine = s < segments;
+        const cf::u64 r = mine ? s : segments - 1;
+        if (cols == 0) {
+            if (write_empty && leader && mine) out[s] = op.finish(op.identity(), 0);
+            continue;
+        }
+        const cf_in_t* row = x + r * stride;
+        const cf::SegmentLoader<cf_op_t, CF_VEC> ld{row, cols, (reinterpret_cast<unsigned long long>(row) & 15) == 0};
+        const cf_acc_t t =
+            cf::lanes_tree<cf_op_t, CF_GROUP, CF_K, CF_VEC, CF_ORDER_FREE != 0>(op, ld, cols, cf::next_pow2(cols));
+        if (leader && mine) out[s] = op.finish(t, cols);
     }
 #else
     constexpr int GROUPS = CF_BLOCK / CF_GROUP;

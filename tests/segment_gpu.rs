@@ -11,10 +11,11 @@ use cufold::ops::*;
 use cufold::segment::{Rows, Schedule, SegmentConfig};
 use cufold::{Cpu, DeviceValue, ErrorKind, ScanKind};
 
-const SCHEDULES: [Option<Schedule>; 4] = [
+const SCHEDULES: [Option<Schedule>; 5] = [
     None,
     Some(Schedule::Thread),
     Some(Schedule::Warp),
+    Some(Schedule::Lanes),
     Some(Schedule::Block),
 ];
 
@@ -101,6 +102,7 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
         Rows::new(12, 4097).stride(4099),
         Rows::new(40, 33).stride(37),
         Rows::new(70, 9),
+        Rows::new(301, 128).stride(131),
         Rows::new(1, 70_001),
     ] {
         let want: Vec<Option<O::Out>> = (0..rows.rows)

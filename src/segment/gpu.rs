@@ -4,7 +4,7 @@
 use super::by_key::RunCache;
 use super::plan::{
     check_offsets_len, check_rows, plan_reduction, split_chunk_log, with_schedule, Schedule,
-    SegmentPlan,
+    SegmentPlan, LANES,
 };
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
@@ -22,8 +22,9 @@ use std::sync::OnceLock;
 
 /// The full CUDA source of the segmented reduction kernel for `op` (whose run-time
 /// parameters are `param_bytes` long), with `shape`'s block size, loads and order-free
-/// schedule (an in-order fold instead of the tree, for every group), and `group` threads per
-/// segment (1, 32, or the whole block).
+/// schedule (an in-order fold instead of the tree, for every group), and `group`
+/// threads per segment (1, 32, or the whole block; 8 or 16 for rows only: the kernel does
+/// nothing for segments by offsets).
 ///
 /// ```
 /// use cufold::ops::{Operator, Sum};
@@ -101,6 +102,7 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
     shape: ReduceShape,
     thread: OnceLock<CudaFunction>,
     warp: OnceLock<CudaFunction>,
+    lanes: OnceLock<CudaFunction>,
     block: OnceLock<CudaFunction>,
     chunk_fn: OnceLock<CudaFunction>,
     combine_fn: OnceLock<CudaFunction>,
@@ -139,6 +141,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             shape,
             thread: OnceLock::new(),
             warp: OnceLock::new(),
+            lanes: OnceLock::new(),
             block: OnceLock::new(),
             chunk_fn: OnceLock::new(),
             combine_fn: OnceLock::new(),
@@ -175,12 +178,21 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     pub fn plan(&self, segments: u64, total: u64, rows: bool) -> SegmentPlan {
         let (block, dev) = (self.config.get_block(), &self.gpu.inner.props);
         match self.config.get_schedule() {
-            None => plan_reduction(segments, total, rows, O::ORDER_FREE, block, dev),
-            // Whole rows and split rows are for rows only: segments on the device have
-            // lengths the host does not know.
+            None => plan_reduction(
+                segments,
+                total,
+                rows,
+                O::ORDER_FREE,
+                std::mem::size_of::<T>() as u64,
+                block,
+                dev,
+            ),
+            // Whole rows, split rows and groups of lanes are for rows only: segments on the
+            // device have lengths the host does not know.
             Some(Schedule::Whole | Schedule::Split) if !rows => {
                 with_schedule(Schedule::Block, segments, block, dev)
             }
+            Some(Schedule::Lanes) if !rows => with_schedule(Schedule::Warp, segments, block, dev),
             Some(s) => with_schedule(s, segments, block, dev),
         }
     }
@@ -389,6 +401,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let f = match plan.schedule {
             Schedule::Thread => self.kernel(&self.thread, "cf_segment_reduce", 1)?,
             Schedule::Warp => self.kernel(&self.warp, "cf_segment_reduce", 32)?,
+            Schedule::Lanes => self.kernel(&self.lanes, "cf_segment_reduce", LANES)?,
             _ => self.kernel(&self.block, "cf_segment_reduce", self.config.get_block())?,
         };
         let write_empty = u32::from(!O::EMPTY_IS_ERROR);

@@ -67,8 +67,8 @@ mod scan_gpu;
 pub use by_key::{compile_runs_kernel, runs_kernel_source, ByKey, DeviceByKey, KeyRuns};
 pub use gpu::{compile_kernel, kernel_source, SegmentReducer};
 pub use plan::{
-    plan, plan_reduction, split_chunk_log, with_schedule, Schedule, SegmentPlan,
-    REDUCE_WARP_MAX_MEAN, THREAD_MAX_MEAN, WARP_MAX_MEAN, WHOLE_MIN_LEN,
+    plan, plan_reduction, split_chunk_log, with_schedule, Schedule, SegmentPlan, LANES,
+    LANES_MAX_BYTES, REDUCE_WARP_MAX_MEAN, THREAD_MAX_MEAN, WARP_MAX_MEAN, WHOLE_MIN_LEN,
 };
 pub use scan_gpu::{
     compile_scan_kernel, compile_scan_long_kernel, scan_kernel_source, SegmentScanner,

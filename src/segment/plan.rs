@@ -23,6 +23,11 @@ pub enum Schedule {
     /// One warp per segment, the block's warps on different segments: for short segments
     /// (many segments, a few tiles each at most).
     Warp,
+    /// A group of [`LANES`] lanes per row, a warp's groups on as many rows at once: for
+    /// rows of at most [`LANES_MAX_BYTES`] bytes (one tile of the group), where a warp per
+    /// row gives each lane one load and a five-level shuffle tree. Reductions of rows only
+    /// (segments by offsets, and scans, take a warp instead).
+    Lanes,
     /// One block per segment: for segments of many tiles.
     Block,
     /// The whole-array [`Reducer`](crate::Reducer) once per row, with as many blocks as it
@@ -41,6 +46,14 @@ pub const THREAD_MAX_MEAN: u64 = 64;
 /// Mean segment length up to which a warp takes a segment ([`Schedule::Warp`]): 16 tiles
 /// of a warp (8192 f32).
 pub const WARP_MAX_MEAN: u64 = 8192;
+/// Lanes per row of the [`Schedule::Lanes`] schedule.
+pub const LANES: u32 = 8;
+/// Bytes of a row up to which a reduction of rows takes a group of [`LANES`] lanes per row
+/// ([`Schedule::Lanes`]) where [`plan`] gives a warp: one tile of the group (8 lanes of
+/// four 16-byte loads). Measured on an H100 (rows of 128 f32, 2^28 in all, one call):
+/// see BENCHMARKS.md, "Segments, sixth step".
+pub const LANES_MAX_BYTES: u64 = 512;
+
 /// For a reduction, the mean length above which a block takes a segment that [`plan`]
 /// gives a warp: order-free operators ([`Operator::ORDER_FREE`]) fold a warp's share in
 /// registers with one tree at the end, so a warp pays off up to 4096; other operators build
@@ -53,22 +66,28 @@ pub const WARP_MAX_MEAN: u64 = 8192;
 pub const REDUCE_WARP_MAX_MEAN: [u64; 2] = [2048, 4096];
 
 /// [`plan`] for a reduction (segmented or by key) of an operator that is `order_free` or
-/// not: a block per segment from [`REDUCE_WARP_MAX_MEAN`] on instead of a warp. (The
-/// segmented scan keeps [`plan`]'s limits: its warp schedule is another kernel.)
+/// not, over elements of `elem_bytes` bytes: a block per segment from
+/// [`REDUCE_WARP_MAX_MEAN`] on instead of a warp, and a group of [`LANES`] lanes per row
+/// for rows of at most [`LANES_MAX_BYTES`] bytes. (The segmented scan keeps [`plan`]'s
+/// limits: its warp schedule is another kernel.)
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
 /// use cufold::segment::{plan_reduction, Schedule};
 /// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
-/// // 2^16 rows of 4096: a block for a sum, a warp for an order-free max.
-/// assert_eq!(plan_reduction(1 << 16, 1 << 28, true, false, 256, &h100).schedule, Schedule::Block);
-/// assert_eq!(plan_reduction(1 << 16, 1 << 28, true, true, 256, &h100).schedule, Schedule::Warp);
+/// // 2^16 rows of 4096 f32: a block for a sum, a warp for an order-free max.
+/// assert_eq!(plan_reduction(1 << 16, 1 << 28, true, false, 4, 256, &h100).schedule, Schedule::Block);
+/// assert_eq!(plan_reduction(1 << 16, 1 << 28, true, true, 4, 256, &h100).schedule, Schedule::Warp);
+/// // 2^21 rows of 128 f32: 8 lanes a row; the same lengths by offsets: a warp.
+/// assert_eq!(plan_reduction(1 << 21, 1 << 28, true, false, 4, 256, &h100).schedule, Schedule::Lanes);
+/// assert_eq!(plan_reduction(1 << 21, 1 << 28, false, false, 4, 256, &h100).schedule, Schedule::Warp);
 /// ```
 pub fn plan_reduction(
     segments: u64,
     total: u64,
     rows: bool,
     order_free: bool,
+    elem_bytes: u64,
     block: u32,
     dev: &DeviceProps,
 ) -> SegmentPlan {
@@ -76,6 +95,11 @@ pub fn plan_reduction(
     let mean = total / segments.max(1);
     if p.schedule == Schedule::Warp && mean > REDUCE_WARP_MAX_MEAN[order_free as usize] {
         with_schedule(Schedule::Block, segments, block, dev)
+    } else if p.schedule == Schedule::Warp
+        && rows
+        && mean.saturating_mul(elem_bytes) <= LANES_MAX_BYTES
+    {
+        with_schedule(Schedule::Lanes, segments, block, dev)
     } else {
         p
     }
@@ -174,6 +198,7 @@ pub fn with_schedule(
     let per_block = match schedule {
         Schedule::Thread => block as u64,
         Schedule::Warp => block as u64 / 32,
+        Schedule::Lanes => (block / LANES) as u64,
         _ => 1,
     };
     let resident = dev.resident_blocks(block);
@@ -337,6 +362,7 @@ mod tests {
                         * match p.schedule {
                             Schedule::Thread => 256,
                             Schedule::Warp => 8,
+                            Schedule::Lanes => 32,
                             _ => 1,
                         };
                     assert!(groups < segments.max(1) + 256, "{p:?}");
@@ -357,7 +383,7 @@ mod tests {
             (32, false, Schedule::Thread),
         ] {
             let rows = (1u64 << 28) / cols;
-            let p = plan_reduction(rows, 1 << 28, true, order_free, 256, &H100);
+            let p = plan_reduction(rows, 1 << 28, true, order_free, 4, 256, &H100);
             assert_eq!(p.schedule, want, "{cols} {order_free}");
             assert_eq!(p, {
                 let q = plan(rows, 1 << 28, true, 256, &H100);
@@ -367,6 +393,26 @@ mod tests {
                     with_schedule(want, rows, 256, &H100)
                 }
             });
+        }
+        // Rows of at most 512 bytes take 8 lanes a row (32 rows a block) where `plan` gives a
+        // warp; longer rows, segments by offsets and shorter rows do not.
+        for (cols, elem, rows, want) in [
+            (128u64, 4u64, true, Schedule::Lanes),
+            (65, 4, true, Schedule::Lanes),
+            (64, 8, true, Schedule::Thread),
+            (128, 8, true, Schedule::Warp),
+            (256, 2, true, Schedule::Lanes),
+            (512, 1, true, Schedule::Lanes),
+            (129, 4, true, Schedule::Warp),
+            (128, 4, false, Schedule::Warp),
+        ] {
+            let segments = (1u64 << 28) / cols;
+            let p = plan_reduction(segments, segments * cols, rows, false, elem, 256, &H100);
+            assert_eq!(p.schedule, want, "{cols} x {elem} B, rows {rows}");
+            if want == Schedule::Lanes {
+                assert_eq!(p, with_schedule(Schedule::Lanes, segments, 256, &H100));
+                assert_eq!(p.grid, (4 * 132 * 8).min(segments.div_ceil(32)));
+            }
         }
         // The scan's planner is unchanged: rows of 8192 are a warp's.
         assert_eq!(

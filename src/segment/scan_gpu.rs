@@ -228,10 +228,12 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             None => plan(segments, total, rows, self.block, dev).schedule,
         };
         let schedule = match schedule {
-            Schedule::Warp if segments >= THREAD_FOR_WARP_WARPS * 32 * dev.sm_count as u64 => {
+            Schedule::Warp | Schedule::Lanes
+                if segments >= THREAD_FOR_WARP_WARPS * 32 * dev.sm_count as u64 =>
+            {
                 Schedule::Thread
             }
-            Schedule::Warp => Schedule::Block,
+            Schedule::Warp | Schedule::Lanes => Schedule::Block,
             Schedule::Split => Schedule::Whole,
             s => s,
         };
