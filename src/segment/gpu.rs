@@ -20,6 +20,28 @@ use cudarc::driver::{
 use std::marker::PhantomData;
 use std::sync::OnceLock;
 
+/// Bytes a thread of the warp schedule may hold per tile (loaded inputs of an order-free
+/// operator, accumulators of the others), for which its loads are doubled: 128. Measured on an
+/// H100 (2^28 f32 in all, one call, two rounds, GB/s, four loads a thread against eight):
+/// 2^18 rows of 1024 sum 2734 / 2714 -> 2860 / 2862, max 3012 / 3026 -> 3064 / 3076; the same
+/// doubling for a block per segment lost (2^14 rows of 2^14, sum 2888 / 2903 -> 2661 / 2666;
+/// 2^15 rows of 8192, 2919 / 2917 -> 2794 / 2812), so blocks keep the reduction's shape
+/// (BENCHMARKS.md, "Segments, sixth step").
+const WARP_HELD_BYTES: usize = 128;
+
+/// The reduction's `shape` with twice the loads in flight (at most 8) where a thread then
+/// holds at most [`WARP_HELD_BYTES`] per tile, `held` bytes per position (a row of 1024 f32
+/// is then one warp tile). The tiles are aligned blocks of the canonical tree either way: the
+/// bits do not change.
+fn warp_shape(shape: ReduceShape, held: usize) -> ReduceShape {
+    let loads = (shape.loads * 2).min(8);
+    if loads as usize * shape.vec as usize * held <= WARP_HELD_BYTES {
+        ReduceShape { loads, ..shape }
+    } else {
+        shape
+    }
+}
+
 /// The full CUDA source of the segmented reduction kernel for `op` (whose run-time
 /// parameters are `param_bytes` long), with `shape`'s block size, loads and order-free
 /// schedule (an in-order fold instead of the tree, for every group), and `group`
@@ -332,7 +354,13 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     fn split_rows(&self, x_ptr: u64, rows: Rows, out_ptr: u64) -> Result<()> {
         let dev = &self.gpu.inner.props;
         let (r, cols) = (rows.rows as u64, rows.cols as u64);
-        let chunk_log = split_chunk_log(r, cols, self.shape.tile(), self.config.get_block(), dev);
+        let chunk_log = split_chunk_log(
+            r,
+            cols,
+            self.shape_for(self.config.get_block()).tile(),
+            self.config.get_block(),
+            dev,
+        );
         let chunks = r * cols.div_ceil(1 << chunk_log);
         let block = self.config.get_block();
         let chunk_fn = self.kernel(&self.chunk_fn, "cf_segment_chunks", block)?;
@@ -379,6 +407,21 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
 
     /// The kernel `name` of the generated source with `group` threads per segment, compiled
     /// (or loaded) into `cell` on first use.
+    /// The shape of the kernel for `group` threads per segment: [`warp_shape`] for a warp
+    /// per segment, the reduction's for the others.
+    fn shape_for(&self, group: u32) -> ReduceShape {
+        let held = if O::ORDER_FREE {
+            std::mem::size_of::<T>()
+        } else {
+            std::mem::size_of::<O::Acc>()
+        };
+        if group == 32 {
+            warp_shape(self.shape, held)
+        } else {
+            self.shape
+        }
+    }
+
     fn kernel<'a>(
         &self,
         cell: &'a OnceLock<CudaFunction>,
@@ -387,10 +430,12 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     ) -> Result<&'a CudaFunction> {
         get_or_try(cell, || {
             let cuda = self.op.cuda();
-            self.gpu
-                .kernel(name, &cuda, &(self.shape, group, self.param_bytes), || {
-                    kernel_source(&cuda, self.param_bytes, &self.shape, group)
-                })
+            self.gpu.kernel(
+                name,
+                &cuda,
+                &(self.shape_for(group), group, self.param_bytes),
+                || kernel_source(&cuda, self.param_bytes, &self.shape_for(group), group),
+            )
         })
     }
 
@@ -603,5 +648,24 @@ impl Gpu {
         config: SegmentConfig,
     ) -> Result<SegmentReducer<T, O>> {
         SegmentReducer::new(self.clone(), op, config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_warp_doubles_its_loads_while_it_holds_at_most_128_bytes() {
+        let loads = |size: usize, held: usize| {
+            warp_shape(ReduceShape::for_sizes(size, 256).unwrap(), held).loads
+        };
+        assert_eq!(loads(4, 4), 8); // f32 sum: 8 loads of 4 f32
+        assert_eq!(loads(8, 8), 8); // f64 sum
+        assert_eq!(loads(1, 1), 8); // u8, order-free
+        assert_eq!(loads(4, 8), 4); // f32 into an f64 accumulator (Mean)
+        assert_eq!(loads(4, 24), 4); // MeanVar
+        assert_eq!(loads(24, 24), 4); // a 24-byte input, one a load: 2 -> 4 loads (96 bytes)
+        assert_eq!(loads(4, 16), 4); // 16-byte accumulators of f32 inputs: 8 x 4 x 16 > 128
     }
 }
