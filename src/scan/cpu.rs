@@ -499,7 +499,13 @@ const GROUP: usize = 256;
 /// to keep a group's arrays small on the stack).
 const GROUP_ACC_BYTES: usize = 32;
 
-#[inline(always)]
+// scan_run_body and the functions under it are inlined into one another where the build
+// optimises (`inline(always)`: the chunks' loops need fixed lengths and the ISA copies need
+// the body), and are plain functions in a debug build: forced inlining there copied every
+// chunk body about 3,000 times per operator and element type (ten levels, five chunk sizes,
+// two groups, three ISA copies, two outputs), and the GPU scan tests, which instantiate every
+// operator for nine element types, took over 40 minutes and 24 GB of memory to compile.
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn scan_run_body<T: DeviceValue, O: Operator<T>>(
     op: &O,
     base: Option<O::Acc>,
@@ -549,7 +555,7 @@ fn scan_run_body<T: DeviceValue, O: Operator<T>>(
 /// Scans the whole groups of `G` positions (a power of two, at least 2, at most 1024) from
 /// position `from` of the run, from the exclusive prefix `base` of the positions before;
 /// returns where they stop and the prefix through them. See [`scan_run`].
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn scan_groups<T: DeviceValue, O: Operator<T>, const G: usize>(
     op: &O,
     from: usize,
@@ -643,7 +649,7 @@ const fn reg_level(g: usize) -> (usize, usize) {
 /// The canonical tree over a full group `x`: its levels above the leaves of at least
 /// [`REG`] nodes and the left children of the levels below them into `s`, the levels of at
 /// most [`REG`] nodes returned (the top in `[0][0]`).
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn group_tree<T: DeviceValue, O: Operator<T>, const G: usize>(
     op: &O,
     x: &[O::Acc],
@@ -685,7 +691,7 @@ fn group_tree<T: DeviceValue, O: Operator<T>, const G: usize>(
 /// above it and the left children of its pairs, every combine of a level independent of
 /// the others. The last level, the positions' own, goes straight to the outputs.
 #[allow(clippy::too_many_arguments)]
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn group_prefixes<T: DeviceValue, O: Operator<T>, const G: usize>(
     op: &O,
     s: &mut Scratch<'_, O::Acc>,
@@ -719,13 +725,14 @@ fn group_prefixes<T: DeviceValue, O: Operator<T>, const G: usize>(
     // none (which only the exclusive scan's first output uses).
     let first = q.unwrap_or_else(|| op.identity());
     let none = q.is_none();
+    // One closure for every level (one instance of by_chunks for them all).
+    let put = |_, _, e, u, o: &mut [_; 2]| *o = [e, u];
     each_level!(up n => {
         // The level of n nodes from the level of n / 2 above it.
         if n < G && n > r {
             let (above, below) = s.hi.split_at_mut(n);
             let up = &above[n / 2..];
             let left = &s.left[G - n..G - n / 2];
-            let put = |_, _, e, u, o: &mut [_; 2]| *o = [e, u];
             by_chunks(op, none, first, up, left, put, &mut below[..n]);
         }
     });
@@ -759,7 +766,7 @@ fn group_prefixes<T: DeviceValue, O: Operator<T>, const G: usize>(
 /// no prefix before the level). By chunks of fixed size, so that the compiler puts a
 /// chunk's combines in vector lanes and interleaves them with the `up`s by shuffles in
 /// registers.
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn by_chunks<T: DeviceValue, O: Operator<T>, U: Copy>(
     op: &O,
     none: bool,
@@ -781,7 +788,7 @@ fn by_chunks<T: DeviceValue, O: Operator<T>, U: Copy>(
 /// [`by_chunks`] by chunks of `K` pairs (`h` a multiple of `K`). The chunk where the first
 /// prefix is a left child alone is a copy of its own, so that the others have the same
 /// combine in every lane.
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn chunks<T: DeviceValue, O: Operator<T>, U: Copy, const K: usize>(
     op: &O,
     none: bool,
@@ -808,7 +815,7 @@ fn chunks<T: DeviceValue, O: Operator<T>, U: Copy, const K: usize>(
 /// are not the inputs, still may keep them in vector registers; the prefixes before its
 /// pairs are the `up`s shifted by one in registers, not a load straddling stores that may
 /// not have reached the cache yet.
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 fn chunk<T: DeviceValue, O: Operator<T>, U: Copy, const K: usize, const NONE: bool>(
     op: &O,
     c: usize,
