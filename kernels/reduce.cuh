@@ -75,17 +75,23 @@ template <class Op> struct PartialLoader {
 //
 // tile_reduce_at is the same for a group of BLOCK threads that is not the whole block (one
 // warp of a block whose warps reduce different segments, kernels/segment.cuh): `warp` is
-// the calling warp's place in the group.
-template <class Op, int BLOCK, int K, int VEC, class Loader>
+// the calling warp's place in the group. WIDTH is how many lanes share one load instruction:
+// 32, or a group of WIDTH = BLOCK lanes narrower than a warp (8 or 16, the warp's other
+// groups on other segments at the same time), which has no block stage (`smem` unused, `warp`
+// 0) and whose result is meaningful in the group's first lane: load k of lane j reads the VEC
+// positions at k * WIDTH * VEC + j * VEC, and the shuffles join aligned neighbours only
+// within a group, so every width builds the same tree.
+template <class Op, int BLOCK, int K, int VEC, int WIDTH = 32, class Loader>
 __device__ __forceinline__ typename Op::Acc tile_reduce_at(const Op& op, const Loader& ld, u64 base, u64 limit,
                                                            typename Op::Acc* smem, int warp) {
     typedef typename Op::Acc Acc;
-    constexpr u64 SEG = 32ull * VEC;    // positions one warp covers per load
-    constexpr u64 WARP_SPAN = SEG * K;  // positions one warp covers per tile
-    const int lane = threadIdx.x & 31;
+    static_assert(WIDTH == 32 || WIDTH == BLOCK, "a group narrower than a warp is one load wide");
+    constexpr u64 SEG = (u64)WIDTH * VEC;  // positions one warp (group) covers per load
+    constexpr u64 WARP_SPAN = SEG * K;     // positions one warp covers per tile
+    const int lane = (int)(threadIdx.x % WIDTH);
     const u64 wbase = base + (u64)warp * WARP_SPAN;
-    // How many lanes (warps) a tree of `limit` positions spans at each stage, at most 32.
-    const auto spans = [limit](u64 unit) { return (int)(limit / unit < 32 ? limit / unit : 32); };
+    // How many lanes (warps) a tree of `limit` positions spans at each stage, at most `most`.
+    const auto spans = [limit](u64 unit, int most) { return (int)(limit / unit < (u64)most ? limit / unit : most); };
 
     Acc v[K];
 #pragma unroll
@@ -95,9 +101,12 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_at(const Op& op, const L
         thread_reduce(op, items, limit);
         v[k] = items[0];
     }
-    warp_reduce(op, v, spans(VEC));
+    warp_reduce(op, v, spans(VEC, WIDTH));
     thread_reduce(op, v, limit / SEG);
-    return block_reduce_warps<BLOCK>(op, v[0], smem, spans(WARP_SPAN));
+    if constexpr (WIDTH < 32)
+        return v[0];
+    else
+        return block_reduce_warps<BLOCK>(op, v[0], smem, spans(WARP_SPAN, 32));
 }
 
 template <class Op, int BLOCK, int K, int VEC, class Loader>
@@ -126,6 +135,30 @@ template <class Op> struct full_op<Op, typename void_type<decltype(&Op::combine_
     static constexpr bool HAS = true;
 };
 
+// One thread's K loads of a tile folded into its run state `st` (cf::Run), in index order:
+// load k reads the VEC positions at `at` + k * WIDTH * VEC (`at`: the thread's first
+// position in the tile; WIDTH lanes share a load instruction), all K issued before any is
+// used. `whole`: the tile lies wholly before n, so no position needs a guard.
+template <class Op, int K, int VEC, int WIDTH, class Loader>
+__device__ __forceinline__ void run_loads(const Op& op, const Loader& ld, typename Run<Op>::State& st, u64 at,
+                                          bool whole, u64 n) {
+    typedef Run<Op> R;
+    constexpr u64 SEG = (u64)WIDTH * VEC;
+    typename Op::In v[K][VEC];
+#pragma unroll
+    for (int k = 0; k < K; ++k) ld.fetch(at + k * SEG, v[k]);
+    if (whole) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) R::template add_all<VEC>(op, st, v[k], at + k * SEG);
+    } else {
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+#pragma unroll
+            for (int i = 0; i < VEC; ++i)
+                if (at + k * SEG + i < n) R::add(op, st, v[k][i], at + k * SEG + i);
+    }
+}
+
 // An order-free operator's run over a block's tiles (Operator::ORDER_FREE: exactly associative
 // and commutative, bit for bit): each thread folds everything it loads into its private run
 // state (cf::Run in ops.cuh), in index order, and the block reduces the per-thread results
@@ -147,20 +180,7 @@ __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader&
     for (u64 j = 0; j < tiles; ++j) {
         const u64 tbase = first + j * TILE;
         if (tbase >= n) break;
-        const u64 wbase = tbase + (u64)warp * SEG * K + (u64)lane * VEC;
-        typename Op::In v[K][VEC];
-#pragma unroll
-        for (int k = 0; k < K; ++k) ld.fetch(wbase + k * SEG, v[k]);
-        if (tbase + TILE <= n) {
-#pragma unroll
-            for (int k = 0; k < K; ++k) R::template add_all<VEC>(op, st, v[k], wbase + k * SEG);
-        } else {
-#pragma unroll
-            for (int k = 0; k < K; ++k)
-#pragma unroll
-                for (int i = 0; i < VEC; ++i)
-                    if (wbase + k * SEG + i < n) R::add(op, st, v[k][i], wbase + k * SEG + i);
-        }
+        run_loads<Op, K, VEC, 32>(op, ld, st, tbase + (u64)warp * SEG * K + (u64)lane * VEC, tbase + TILE <= n, n);
     }
     typename Op::Acc acc = R::end(op, st);
     acc = warp_reduce(op, acc);

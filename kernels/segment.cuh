@@ -89,6 +89,20 @@ template <class Acc> struct TreeCounter {
     }
 };
 
+// The canonical tree over `tiles` consecutive units built in order on a TreeCounter in the
+// group's `leader`, units tiles .. padded - 1 (padded a power of two) absent: `unit(i)` is
+// unit i's tree, called by every thread of the group (it may be a group-wide tile). The
+// result is meaningful in the leader.
+template <class Op, class Unit>
+__device__ __forceinline__ typename Op::Acc counter_tree(const Op& op, u64 tiles, u64 padded, bool leader, Unit unit) {
+    TreeCounter<typename Op::Acc> tree;
+    for (u64 i = 0; i < tiles; ++i) {
+        const typename Op::Acc v = unit(i);
+        if (leader) tree.push(op, i, v);
+    }
+    return leader ? tree.complete(op, tiles, padded) : op.identity();
+}
+
 // The canonical tree over the n >= 1 positions of `ld` from `first` (a multiple of the
 // tile), by a group of GROUP threads (every
 // thread of the group calls it; the result is meaningful in the group's first thread).
@@ -111,84 +125,36 @@ __device__ __forceinline__ typename Op::Acc segment_tree(const Op& op, const Loa
     if constexpr (ORDER_FREE)
         return free_run<Op, GROUP, K, VEC>(op, ld, first, (n + TILE - 1) / TILE, first + n, smem[calls++ & 1], warp);
     if (p <= TILE) return tile_reduce_at<Op, GROUP, K, VEC>(op, ld, first, p, smem[calls++ & 1], warp);
-    const bool leader = (threadIdx.x % GROUP) == 0;
-    TreeCounter<typename Op::Acc> tree;
-    const u64 tiles = (n + TILE - 1) / TILE;
-    for (u64 i = 0; i < tiles; ++i) {
-        const typename Op::Acc v =
-            tile_reduce_at<Op, GROUP, K, VEC>(op, ld, first + i * TILE, TILE, smem[calls++ & 1], warp);
-        if (leader) tree.push(op, i, v);
-    }
-    return leader ? tree.complete(op, tiles, p / TILE) : op.identity();
+    return counter_tree(op, (n + TILE - 1) / TILE, p / TILE, threadIdx.x % GROUP == 0, [&](u64 i) {
+        return tile_reduce_at<Op, GROUP, K, VEC>(op, ld, first + i * TILE, TILE, smem[calls++ & 1], warp);
+    });
 }
 
 // A segment's canonical tree by a group of LANES lanes (8 or 16) of one warp, the warp's
-// other groups on other segments of the same length at the same time (rows). A tile is
-// LANES * K * VEC positions: load k of group lane j reads the VEC positions at
-// k * LANES * VEC + j * VEC (the group's loads of one instruction are contiguous), each
-// load's VEC items reduced in registers, the K values joined across the group's lanes by
-// shuffles (aligned neighbours at offsets 1, 2, .. LANES / 2, as cf::warp_reduce; a lane
-// that uses a result only reads lanes of its own group), then in registers: the same
-// aligned blocks as tile_reduce_at's, so the same tree. Longer segments go tile by tile
-// on a binary counter in the group's first lane. Every lane of the warp calls it with the
-// same n and p (the shuffles are the whole warp's); the result is meaningful in the
-// group's first lane.
-template <class Op, int LANES, int K, int VEC, class Loader>
-__device__ __forceinline__ typename Op::Acc lanes_tile(const Op& op, const Loader& ld, u64 base, u64 limit) {
-    typedef typename Op::Acc Acc;
-    constexpr u64 SEG = (u64)LANES * VEC;
-    const int lane = (int)(threadIdx.x % LANES);
-    Acc v[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-        Acc items[VEC];
-        ld.load(op, base + k * SEG + (u64)lane * VEC, items);
-        thread_reduce(op, items, limit);
-        v[k] = items[0];
-    }
-    warp_reduce(op, v, (int)(limit / VEC < LANES ? limit / VEC : LANES));
-    thread_reduce(op, v, limit / SEG);
-    return v[0];
-}
-
+// other groups on other segments of the same length at the same time (rows): a tile is
+// LANES * K * VEC positions, cf::tile_reduce_at with WIDTH = LANES (the same tree as a
+// warp's); longer segments go tile by tile on a binary counter in the group's first lane
+// (cf::counter_tree). Every lane of the warp calls it with the same n and p (the shuffles
+// are the whole warp's); the result is meaningful in the group's first lane.
+//
 // ORDER_FREE (Operator::ORDER_FREE): every order gives the tree's bits, so each lane folds
-// what it reads, in index order, into its run state (cf::Run, as cf::free_run does), and
-// the group joins the lanes' results with one tree of shuffles.
+// what it reads, in index order, into its run state (cf::run_loads, as cf::free_run does),
+// and the group joins the lanes' results with one tree of shuffles.
 template <class Op, int LANES, int K, int VEC, bool ORDER_FREE, class Loader>
 __device__ __forceinline__ typename Op::Acc lanes_tree(const Op& op, const Loader& ld, u64 n, u64 p) {
     constexpr u64 TILE = (u64)LANES * K * VEC;
     if constexpr (ORDER_FREE) {
         typedef Run<Op> R;
-        constexpr u64 SEG = (u64)LANES * VEC;
         const u64 lane = threadIdx.x % LANES;
         typename R::State st = R::start(op);
-        for (u64 tbase = 0; tbase < n; tbase += TILE) {
-            const u64 lbase = tbase + lane * VEC;
-            typename Op::In v[K][VEC];
-#pragma unroll
-            for (int k = 0; k < K; ++k) ld.fetch(lbase + k * SEG, v[k]);
-            if (tbase + TILE <= n) {
-#pragma unroll
-                for (int k = 0; k < K; ++k) R::template add_all<VEC>(op, st, v[k], lbase + k * SEG);
-            } else {
-#pragma unroll
-                for (int k = 0; k < K; ++k)
-#pragma unroll
-                    for (int i = 0; i < VEC; ++i)
-                        if (lbase + k * SEG + i < n) R::add(op, st, v[k][i], lbase + k * SEG + i);
-            }
-        }
+        for (u64 tbase = 0; tbase < n; tbase += TILE)
+            run_loads<Op, K, VEC, LANES>(op, ld, st, tbase + lane * VEC, tbase + TILE <= n, n);
         return warp_reduce(op, R::end(op, st), LANES);
     }
-    if (p <= TILE) return lanes_tile<Op, LANES, K, VEC>(op, ld, 0, p);
-    const bool leader = (threadIdx.x % LANES) == 0;
-    TreeCounter<typename Op::Acc> tree;
-    const u64 tiles = (n + TILE - 1) / TILE;
-    for (u64 i = 0; i < tiles; ++i) {
-        const typename Op::Acc v = lanes_tile<Op, LANES, K, VEC>(op, ld, i * TILE, TILE);
-        if (leader) tree.push(op, i, v);
-    }
-    return leader ? tree.complete(op, tiles, p / TILE) : op.identity();
+    if (p <= TILE) return tile_reduce_at<Op, LANES, K, VEC, LANES>(op, ld, 0, p, nullptr, 0);
+    return counter_tree(op, (n + TILE - 1) / TILE, p / TILE, threadIdx.x % LANES == 0, [&](u64 i) {
+        return tile_reduce_at<Op, LANES, K, VEC, LANES>(op, ld, i * TILE, TILE, nullptr, 0);
+    });
 }
 
 // Shared memory per warp in which a scan's thread-schedule warp stages its span (below,
