@@ -354,15 +354,9 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     fn split_rows(&self, x_ptr: u64, rows: Rows, out_ptr: u64) -> Result<()> {
         let dev = &self.gpu.inner.props;
         let (r, cols) = (rows.rows as u64, rows.cols as u64);
-        let chunk_log = split_chunk_log(
-            r,
-            cols,
-            self.shape_for(self.config.get_block()).tile(),
-            self.config.get_block(),
-            dev,
-        );
-        let chunks = r * cols.div_ceil(1 << chunk_log);
         let block = self.config.get_block();
+        let chunk_log = split_chunk_log(r, cols, self.shape_for(block).tile(), block, dev);
+        let chunks = r * cols.div_ceil(1 << chunk_log);
         let chunk_fn = self.kernel(&self.chunk_fn, "cf_segment_chunks", block)?;
         let combine_fn = self.kernel(&self.combine_fn, "cf_segment_combine", block)?;
         let grid = with_schedule(Schedule::Block, chunks, block, dev).grid as u32;
@@ -405,8 +399,6 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         })
     }
 
-    /// The kernel `name` of the generated source with `group` threads per segment, compiled
-    /// (or loaded) into `cell` on first use.
     /// The shape of the kernel for `group` threads per segment: [`warp_shape`] for a warp
     /// per segment, the reduction's for the others.
     fn shape_for(&self, group: u32) -> ReduceShape {
@@ -422,6 +414,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         }
     }
 
+    /// The kernel `name` of the generated source with `group` threads per segment, compiled
+    /// (or loaded) into `cell` on first use.
     fn kernel<'a>(
         &self,
         cell: &'a OnceLock<CudaFunction>,
@@ -430,12 +424,11 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     ) -> Result<&'a CudaFunction> {
         get_or_try(cell, || {
             let cuda = self.op.cuda();
-            self.gpu.kernel(
-                name,
-                &cuda,
-                &(self.shape_for(group), group, self.param_bytes),
-                || kernel_source(&cuda, self.param_bytes, &self.shape_for(group), group),
-            )
+            let shape = self.shape_for(group);
+            self.gpu
+                .kernel(name, &cuda, &(shape, group, self.param_bytes), || {
+                    kernel_source(&cuda, self.param_bytes, &shape, group)
+                })
         })
     }
 
