@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench --bench gpu_scan -- [--ops cumsum,affine] [--dtypes f32,f64,i32] [--log2 20,24,28]
 //!                                 [--algos warp,blelloch,hillis] [--blocks 256] [--bytes 128]
-//!                                 [--staging 1,0]
+//!                                 [--staging 1,0] [--resident 1,0]
 //!                                 [--reps 50] [--json OUT.json]
 //! ```
 //!
@@ -85,6 +85,10 @@ struct Args {
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
           default_values_t = [ScanConfig::default().get_staging() as u8])]
     staging: Vec<u8>,
+    /// Resident tiles where the planner takes them: 1 (on) or 0 (off: runs in registers).
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
+          default_values_t = [ScanConfig::default().get_resident() as u8])]
+    resident: Vec<u8>,
     /// Event-timed launches per measurement (the median is reported).
     #[arg(long, default_value_t = 50)]
     reps: usize,
@@ -157,16 +161,17 @@ fn run<T: Data, O: Operator<T>>(
         let x = base.stream().clone_htod(&host)?;
         for algo in a.algos.iter().map(|a| a.get()) {
             for &block in &a.blocks {
-                for (&bytes, staging) in a
-                    .bytes
-                    .iter()
-                    .flat_map(|b| a.staging.iter().map(move |&s| (b, s != 0)))
-                {
+                for (&bytes, staging, resident) in a.bytes.iter().flat_map(|b| {
+                    a.staging
+                        .iter()
+                        .flat_map(move |&s| a.resident.iter().map(move |&r| (b, s != 0, r != 0)))
+                }) {
                     let config = ScanConfig::default()
                         .algorithm(algo)
                         .block(block)
                         .bytes_per_thread(bytes)
-                        .staging(staging);
+                        .staging(staging)
+                        .resident(resident);
                     let (ms, ok) = time(base, config, &x, &want, op, a.reps)?;
                     all_ok &= ok;
                     let shape = base.scanner_with::<T, O>(op, config)?.shape();
@@ -174,7 +179,13 @@ fn run<T: Data, O: Operator<T>>(
                         "{algo:?}/{}x{}{}",
                         shape.block,
                         shape.items,
-                        if shape.staging { "/staged" } else { "" }
+                        if shape.resident {
+                            "/resident"
+                        } else if shape.staging {
+                            "/staged"
+                        } else {
+                            ""
+                        }
                     );
                     let gbs = (2 * n * std::mem::size_of::<T>()) as f64 / (ms * 1e-3) / 1e9;
                     println!(

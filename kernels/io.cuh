@@ -163,4 +163,103 @@ __device__ __forceinline__ bool store_run_warp(Out* y, u64 n, u64 pos, bool alig
     return false;
 }
 
+// Resident tiles (ScanShape::staging == Resident): a warp's 32 runs stay in a per-warp
+// buffer of shared memory from their load to their store, and the registers hold a few
+// values at a time, so that more tiles are resident while they wait for the look-back.
+// The buffer holds 32 * R vectors, unpadded: vector k of run `run` sits at
+// run * R + (k ^ s(run)), the swizzle s keeping eight lanes that read the same vector of
+// their runs (one 128-byte shared-memory wavefront) on distinct banks, as it does for the
+// eight consecutive vectors of a coalesced copy. R is a power of two.
+template <int R> __device__ __forceinline__ int resident_slot(int run, int k) {
+    static_assert(R > 0 && (R & (R - 1)) == 0, "resident runs are a power of two of vectors");
+    const int s = R >= 8 ? (run & 7) : ((run / (8 / R)) & (R - 1));
+    return run * R + (k ^ s);
+}
+
+// Loads the warp's 32 runs into `stage`: coalesced 16-byte cp.async copies when the warp's
+// span is whole and aligned, else each lane its own run, value by value (none past n).
+// Returns whether the copies were asynchronous (then resident_wait must follow).
+template <int J, class In>
+__device__ __forceinline__ bool load_resident(const In* x, u64 n, u64 pos, bool aligned, uint4* stage) {
+    constexpr int R = RunVectors<J, In>::R;
+    constexpr int E = 16 / (int)sizeof(In);
+    static_assert(R > 0 && 16 % sizeof(In) == 0, "a resident run is whole vectors of whole values");
+    const int lane = threadIdx.x & 31;
+    const u64 wpos = pos - (u64)lane * J;
+    if (aligned && wpos + 32 * J <= n) {
+        const uint4* src = reinterpret_cast<const uint4*>(x + wpos);
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            const int v = i * 32 + lane;
+            cp_async16(stage + resident_slot<R>(v / R, v % R), src + v);
+        }
+        return true;
+    }
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+        In v[E];
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+            if (pos + k * E + e < n) v[e] = x[pos + k * E + e];
+        uint4 raw;
+        memcpy(&raw, v, sizeof(raw));
+        stage[resident_slot<R>(lane, k)] = raw;
+    }
+    return false;
+}
+
+// Waits for load_resident's asynchronous copies and makes them visible to the warp.
+__device__ __forceinline__ void resident_wait() {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncwarp();
+}
+
+// Lifts piece m (S values, S * sizeof(In) a multiple of 16) of this lane's resident run of
+// J values at `pos` (identity past n).
+template <int S, int J, class Op>
+__device__ __forceinline__ void lift_resident(const Op& op, const uint4* stage, int m, u64 pos, u64 n,
+                                              typename Op::Acc (&a)[S]) {
+    typedef typename Op::In In;
+    constexpr int R = RunVectors<J, In>::R;
+    constexpr int SV = S * (int)sizeof(In) / 16;
+    const int lane = threadIdx.x & 31;
+    uint4 raw[SV];
+#pragma unroll
+    for (int v = 0; v < SV; ++v) raw[v] = stage[resident_slot<R>(lane, m * SV + v)];
+    In vals[S];
+    memcpy(vals, raw, sizeof(vals));
+    if (pos + S <= n) {
+#pragma unroll
+        for (int j = 0; j < S; ++j) a[j] = op.lift(vals[j], pos + j);
+    } else {
+#pragma unroll
+        for (int j = 0; j < S; ++j) a[j] = pos + j < n ? op.lift(vals[j], pos + j) : op.identity();
+    }
+}
+
+// Puts piece m of this lane's outputs (S values of Out, the size of In) where its inputs were.
+template <int S, int J, class Out>
+__device__ __forceinline__ void put_resident(uint4* stage, int m, const Out (&o)[S]) {
+    constexpr int R = RunVectors<J, Out>::R;
+    constexpr int SV = S * (int)sizeof(Out) / 16;
+    const int lane = threadIdx.x & 31;
+    uint4 raw[SV];
+    memcpy(raw, o, sizeof(raw));
+#pragma unroll
+    for (int v = 0; v < SV; ++v) stage[resident_slot<R>(lane, m * SV + v)] = raw[v];
+}
+
+// Stores the warp's 32 runs of outputs from `stage` with coalesced 16-byte stores.
+template <int J, class Out> __device__ __forceinline__ void store_resident(Out* y, u64 pos, const uint4* stage) {
+    constexpr int R = RunVectors<J, Out>::R;
+    const int lane = threadIdx.x & 31;
+    __syncwarp();
+    uint4* dst = reinterpret_cast<uint4*>(y + (pos - (u64)lane * J));
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+        const int v = i * 32 + lane;
+        dst[v] = stage[resident_slot<R>(v / R, v % R)];
+    }
+}
+
 }  // namespace cf

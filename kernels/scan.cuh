@@ -7,7 +7,11 @@
 // ticket counter:
 //
 //   thread   ITEMS contiguous positions (io.cuh, staged through shared memory): up-sweep in
-//            registers (thread.cuh), the tree of the run
+//            registers (thread.cuh), the tree of the run. Two data paths: the run held in
+//            registers from its load to its store, or (CF_STAGING == 2, ScanShape::resident)
+//            the tile resident in shared memory and the run taken in pieces of eight, its
+//            tree the tree of the pieces' trees, so that a waiting tile holds few registers
+//            and six blocks share a multiprocessor where four did
 //   block    BlockScan (block.cuh) over the runs' trees: the tile's tree, its leaf
 //   grid     the tile's exclusive prefix P_t, the left fold of the trees over the aligned
 //            blocks of tiles that make up [0, t) (cf::look_back, lookback.cuh):
@@ -39,9 +43,17 @@
 #include "cufold/ops.cuh"
 
 #ifdef CF_SCAN_KERNEL
+// Launch bounds: with CF_MIN_BLOCKS (ScanShape::min_blocks, resident tiles), registers for
+// that many blocks per multiprocessor; otherwise the compiler's choice.
+#if defined(CF_MIN_BLOCKS) && CF_MIN_BLOCKS > 1
+#define CF_SCAN_BOUNDS __launch_bounds__(CF_BLOCK, CF_MIN_BLOCKS)
+#else
+#define CF_SCAN_BOUNDS __launch_bounds__(CF_BLOCK)
+#endif
 // Instantiated by the generated source, which defines CF_OP, CF_BLOCK, CF_ITEMS (a power of
-// two), CF_ALGO (CF_SCAN_WARP, CF_SCAN_BLELLOCH or CF_SCAN_HILLIS), CF_STAGING (0/1),
-// CF_CHUNK, and the two numbers the host computed from its side of the contract, checked
+// two), CF_ALGO (CF_SCAN_WARP, CF_SCAN_BLELLOCH or CF_SCAN_HILLIS), CF_STAGING (0: none,
+// 1: staged runs in registers, 2: resident tiles), CF_MIN_BLOCKS, CF_CHUNK, and the two
+// numbers the host computed from its side of the contract, checked
 // here: CF_SLOT_WORDS (64-bit words per published accumulator) and CF_SHARED_BYTES
 // (ScanShape::shared_bytes, the static shared memory the planner budgets for); and
 // CF_OP_BYTES, the size of the operator's run-time parameters (0 for none).
@@ -81,65 +93,28 @@ __device__ __forceinline__ void cf_take_ticket(unsigned long long* ticket, cf::u
     epoch = launch_epoch;
 }
 
-// Tile t of the scan of the n values at x into y (`tiles` tiles; the look-back's leaves and
-// nodes in `leaves` and `nodes`, indexed by tile): the whole of kernels/scan.cuh's scheme
-// for one tile, by the whole block. `carry`, when given, is the exclusive prefix of the
-// positions before x (a rank's chunk of a distributed scan, src/dist): every prefix is
-// folded from it, first, then the blocks of the tile's own decomposition.
-__device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 t,
-                                             cf::u64 tiles, unsigned mode, const cf::NodeSlots<cf_acc_t>& leaves,
-                                             const cf::NodeSlots<cf_acc_t>& nodes, const cf_acc_t* carry = nullptr) {
-    constexpr int J = CF_ITEMS;
-    constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * J;
-    typedef cf::BlockScan<CF_ALGO, CF_BLOCK, cf_op_t, cf_acc_t> block_scan_t;
-    __shared__ typename block_scan_t::Storage storage;
+typedef cf::BlockScan<CF_ALGO, CF_BLOCK, cf_op_t, cf_acc_t> cf_block_scan_t;
+
+// The middle of tile t, by the whole block, from each thread's run tree `run` to its
+// exclusive prefix (returned; empty unless `has`), with `next_out` pointed at the block's
+// exclusive prefixes in shared memory (thread i's at i; the prefix through the tile at
+// CF_BLOCK): the block's up-sweep, the tile's exclusive prefix P_t (the carry's fold for a single tile, else the
+// look-back over `leaves` and `nodes`, `have`/`early` its first look at the big nodes), and
+// the block's down-sweep. `carry`, when given, is the exclusive prefix of the positions
+// before x (a rank's chunk of a distributed scan, src/dist): every prefix is folded from
+// it, first, then the blocks of the tile's own decomposition.
+__device__ __forceinline__ cf_acc_t cf_tile_middle(const cf_op_t& op, cf_acc_t run, cf::u64 t, cf::u64 tiles,
+                                                   const cf::NodeSlots<cf_acc_t>& leaves,
+                                                   const cf::NodeSlots<cf_acc_t>& nodes, bool have, cf_acc_t early,
+                                                   const cf_acc_t* carry, const cf_acc_t*& next_out, bool& has) {
+    __shared__ cf_block_scan_t::Storage storage;
     __shared__ cf_acc_t next[CF_BLOCK + 1];
     __shared__ cf_acc_t tile_prefix;
     __shared__ bool tile_has;
     __shared__ cf_acc_t big[32];
     __shared__ cf_acc_t chunk[CF_CHUNK];
-#if CF_STAGING
-    constexpr int RV = cf::RunVectors<J, cf_in_t>::R > cf::RunVectors<J, cf_out_t>::R ? cf::RunVectors<J, cf_in_t>::R
-                                                                                          : cf::RunVectors<J, cf_out_t>::R;
-    __shared__ uint4 staging[CF_BLOCK / 32][RV > 0 ? 32 * (RV + 1) : 1];
-    uint4* wstage = staging[threadIdx.x >> 5];
-#endif
-    // cf_take_ticket's tile_id and launch_epoch are counted here.
-    constexpr unsigned long long SHARED = sizeof(storage) + sizeof(next) + sizeof(tile_prefix) + sizeof(tile_has) +
-                                          sizeof(big) + sizeof(chunk) + sizeof(cf::u64) + sizeof(unsigned)
-#if CF_STAGING
-                                          + sizeof(staging)
-#endif
-        ;
-    static_assert(SHARED <= CF_SHARED_BYTES && CF_SHARED_BYTES - SHARED <= 64,
-                  "ScanShape::shared_bytes no longer matches this kernel's __shared__ arrays");
-    const cf::u64 pos = t * TILE + (cf::u64)threadIdx.x * J;
-
-    // Start this thread's run on its way (a warp's runs through shared memory when whole and
-    // aligned); take a first look at the look-back nodes while it travels; then lift the run
-    // (identity past n).
-    cf_acc_t a[J];
-    const bool in_place = (mode & CF_SCAN_IN_PLACE) != 0;
-    const bool x_aligned = (mode & CF_SCAN_X_ALIGNED) != 0;
-#if CF_STAGING
-    const bool staged = cf::stage_runs<J>(x, n, pos, x_aligned, wstage);
-#else
-    const bool staged = false;
-#endif
-    cf_acc_t early;
-    bool have = false;
-    if (tiles > 1 && threadIdx.x < 32) {
-        cf::u64 node;
-        if (cf::big_block(t, threadIdx.x, node)) have = nodes.try_get(node, early);
-    }
-#if CF_STAGING
-    if (staged) cf::lift_staged<J>(op, pos, a, wstage);
-#endif
-    if (!staged) cf::load_run<J>(op, x, n, pos, x_aligned, in_place, a);
-
-    cf::run_up(op, a);
-    block_scan_t bs;
-    cf_acc_t tile_tree = bs.up(op, a[J - 1], storage);
+    cf_block_scan_t bs;
+    cf_acc_t tile_tree = bs.up(op, run, storage);
     if (tiles == 1) {
         if (threadIdx.x == 0) {
             tile_has = carry != nullptr;
@@ -154,8 +129,8 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
         // Every BlockScan leaves the tile's tree in thread 0.
         cf_acc_t prefix, incl;
         bool h;
-        cf::look_back(op, leaves, nodes, t, cf::shfl_idx(tile_tree, 0), have, early, chunk, big, prefix, h, incl,
-                      carry);
+        cf::look_back(op, leaves, nodes, t, cf::shfl_idx(tile_tree, 0), have, early, chunk, big, prefix, h,
+                      incl, carry);
         if (threadIdx.x == 0) {
             tile_prefix = prefix;
             tile_has = h;
@@ -163,10 +138,141 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
         }
     }
     __syncthreads();
-    bool has = tile_has;
+    has = tile_has;
     cf_acc_t p = bs.down(op, tile_prefix, has, storage);
     next[threadIdx.x] = p;
     __syncthreads();
+    next_out = next;
+    return p;
+}
+
+// A first look at the look-back's big nodes, by the look-back warp while the tile's loads
+// travel.
+__device__ __forceinline__ bool cf_early_look(const cf::NodeSlots<cf_acc_t>& nodes, cf::u64 t, cf::u64 tiles,
+                                              cf_acc_t& early) {
+    cf::u64 node;
+    return tiles > 1 && threadIdx.x < 32 && cf::big_block(t, threadIdx.x, node) && nodes.try_get(node, early);
+}
+
+// The static shared memory ScanShape::shared_bytes budgets for: cf_tile_middle's, the data
+// path's PATH bytes, and cf_take_ticket's tile_id and launch_epoch.
+template <unsigned long long PATH> __device__ __forceinline__ void cf_check_shared() {
+    constexpr unsigned long long MIDDLE =
+        sizeof(cf_block_scan_t::Storage) + (CF_BLOCK + 1 + 1 + 32 + CF_CHUNK) * sizeof(cf_acc_t) + sizeof(bool);
+    constexpr unsigned long long SHARED = MIDDLE + PATH + sizeof(cf::u64) + sizeof(unsigned);
+    static_assert(SHARED <= CF_SHARED_BYTES && CF_SHARED_BYTES - SHARED <= 64,
+                  "ScanShape::shared_bytes no longer matches this kernel's __shared__ arrays");
+}
+
+// Tile t of the scan of the n values at x into y (`tiles` tiles; the look-back's leaves and
+// nodes in `leaves` and `nodes`, indexed by tile; `carry` as for cf_tile_middle): the whole
+// of kernels/scan.cuh's scheme for one tile, by the whole block.
+#if CF_STAGING == 2
+// Resident tiles (ScanShape::resident): each warp's runs stay in shared memory (io.cuh,
+// load_resident) from the load to the store, and a thread holds its run in pieces of S
+// values, so that a tile waiting for the look-back holds its data once, in shared memory,
+// and few registers: more tiles wait at a time. The same combinations as the other path:
+// the run's tree is run_up over the pieces' trees, the pieces' prefixes run_down over them,
+// then each piece's outputs from its own prefix.
+__device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 t,
+                                             cf::u64 tiles, unsigned mode, const cf::NodeSlots<cf_acc_t>& leaves,
+                                             const cf::NodeSlots<cf_acc_t>& nodes, const cf_acc_t* carry = nullptr) {
+    constexpr int J = CF_ITEMS;
+    constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * J;
+    constexpr int R = cf::RunVectors<J, cf_in_t>::R;
+    static_assert(sizeof(cf_out_t) == sizeof(cf_in_t), "resident tiles put outputs where their inputs were");
+    // Pieces of eight values, or of one vector where that holds more; M to a run.
+    constexpr int S0 = 16 / (int)sizeof(cf_in_t) > 8 ? 16 / (int)sizeof(cf_in_t) : 8;
+    constexpr int S = S0 < J ? S0 : J;
+    constexpr int M = J / S;
+    __shared__ uint4 resident[CF_BLOCK / 32][32 * R];
+    cf_check_shared<sizeof(resident)>();
+    uint4* wstage = resident[threadIdx.x >> 5];
+    const cf::u64 pos = t * TILE + (cf::u64)threadIdx.x * J;
+
+    const bool async = cf::load_resident<J>(x, n, pos, (mode & CF_SCAN_X_ALIGNED) != 0, wstage);
+    cf_acc_t early;
+    const bool have = cf_early_look(nodes, t, tiles, early);
+    if (async) cf::resident_wait();
+
+    // The pieces' trees, then the run's.
+    cf_acc_t sub[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+        cf_acc_t a[S];
+        cf::lift_resident<S, J>(op, wstage, m, pos + m * S, n, a);
+        cf::run_up(op, a);
+        sub[m] = a[S - 1];
+    }
+    cf::run_up(op, sub);
+    bool has;
+    const cf_acc_t* next;
+    const cf_acc_t p = cf_tile_middle(op, sub[M - 1], t, tiles, leaves, nodes, have, early, carry, next, has);
+
+    // The pieces' exclusive prefixes, then each piece's outputs where its inputs were (or
+    // straight to y where the warp's span is not whole and aligned). The inclusive prefix
+    // of the run's last item is the next thread's exclusive prefix.
+    cf_acc_t e[M];
+    cf::run_down(op, sub, p, has, e);
+    const bool exclusive = (mode & CF_SCAN_EXCLUSIVE) != 0;
+    const bool y_aligned = (mode & CF_SCAN_Y_ALIGNED) != 0;
+    const bool whole = y_aligned && pos - (cf::u64)(threadIdx.x & 31) * J + 32 * J <= n;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+        cf_acc_t a[S];
+        cf::lift_resident<S, J>(op, wstage, m, pos + m * S, n, a);
+        cf::run_up(op, a);
+        cf_out_t o[S];
+        cf::run_outputs(op, a, e[m], has || m > 0, m + 1 < M ? e[m + 1 < M ? m + 1 : 0] : next[threadIdx.x + 1],
+                        pos + m * S, exclusive, o);
+        if (whole)
+            cf::put_resident<S, J>(wstage, m, o);
+        else
+            cf::store_run<S>(y, n, pos + m * S, y_aligned, o);
+    }
+    if (whole) cf::store_resident<J>(y, pos, wstage);
+}
+#else
+// Runs in registers: each thread loads its run (a warp's runs staged through shared memory
+// when CF_STAGING, whole and aligned) and holds it through the look-back.
+__device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 t,
+                                             cf::u64 tiles, unsigned mode, const cf::NodeSlots<cf_acc_t>& leaves,
+                                             const cf::NodeSlots<cf_acc_t>& nodes, const cf_acc_t* carry = nullptr) {
+    constexpr int J = CF_ITEMS;
+    constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * J;
+#if CF_STAGING
+    constexpr int RV = cf::RunVectors<J, cf_in_t>::R > cf::RunVectors<J, cf_out_t>::R ? cf::RunVectors<J, cf_in_t>::R
+                                                                                          : cf::RunVectors<J, cf_out_t>::R;
+    __shared__ uint4 staging[CF_BLOCK / 32][RV > 0 ? 32 * (RV + 1) : 1];
+    uint4* wstage = staging[threadIdx.x >> 5];
+    cf_check_shared<sizeof(staging)>();
+#else
+    cf_check_shared<0>();
+#endif
+    const cf::u64 pos = t * TILE + (cf::u64)threadIdx.x * J;
+
+    // Start this thread's run on its way (a warp's runs through shared memory when whole and
+    // aligned); take a first look at the look-back nodes while it travels; then lift the run
+    // (identity past n).
+    cf_acc_t a[J];
+    const bool in_place = (mode & CF_SCAN_IN_PLACE) != 0;
+    const bool x_aligned = (mode & CF_SCAN_X_ALIGNED) != 0;
+#if CF_STAGING
+    const bool staged = cf::stage_runs<J>(x, n, pos, x_aligned, wstage);
+#else
+    const bool staged = false;
+#endif
+    cf_acc_t early;
+    const bool have = cf_early_look(nodes, t, tiles, early);
+#if CF_STAGING
+    if (staged) cf::lift_staged<J>(op, pos, a, wstage);
+#endif
+    if (!staged) cf::load_run<J>(op, x, n, pos, x_aligned, in_place, a);
+
+    cf::run_up(op, a);
+    bool has;
+    const cf_acc_t* next;
+    const cf_acc_t p = cf_tile_middle(op, a[J - 1], t, tiles, leaves, nodes, have, early, carry, next, has);
 
     // The inclusive prefix of the run's last item is the next thread's exclusive prefix.
     cf_out_t o[J];
@@ -176,9 +282,10 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
 #endif
         cf::store_run<J>(y, n, pos, (mode & CF_SCAN_Y_ALIGNED) != 0, o);
 }
+#endif
 
 #ifndef CF_SCAN_LONG
-extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+extern "C" __global__ void CF_SCAN_BOUNDS
 cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
         unsigned long long* ticket, unsigned long long* leaf_slots,
         unsigned long long* node_slots, const cf_acc_t* carry, const cf::OpBytes<CF_OP_BYTES> op_bytes) {
@@ -200,7 +307,7 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
 // (the host does not know how many were reserved); tickets past them, and tiles of a
 // segment that found the list full (scanned by its warp instead), end at once. Outputs go
 // to the segment's own positions of y.
-extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+extern "C" __global__ void CF_SCAN_BOUNDS
 cf_scan_long(const cf_in_t* x, cf_out_t* y, cf::u64 n, unsigned exclusive, unsigned long long* ticket,
              unsigned long long* leaf_slots, unsigned long long* node_slots, cf::u64* long_hdr,
              const cf::OpBytes<CF_OP_BYTES> op_bytes) {
@@ -231,7 +338,7 @@ cf_scan_long(const cf_in_t* x, cf_out_t* y, cf::u64 n, unsigned exclusive, unsig
 // nodes at slot row * per_row onwards. A row's tiles are consecutive tickets, so a tile
 // waits only on earlier tiles of its own row. Row r is read at x + r * stride and written
 // at y + r * cols (packed). The grid is rows * per_row blocks.
-extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+extern "C" __global__ void CF_SCAN_BOUNDS
 cf_scan_rows(const cf_in_t* x, cf_out_t* y, cf::u64 stride, cf::u64 cols, cf::u64 per_row, unsigned exclusive,
              unsigned long long* ticket, unsigned long long* leaf_slots, unsigned long long* node_slots,
              const cf::OpBytes<CF_OP_BYTES> op_bytes) {

@@ -65,7 +65,16 @@ fn source(
             ("CF_BLOCK", shape.block.to_string()),
             ("CF_ITEMS", shape.items.to_string()),
             ("CF_ALGO", shape.algorithm.cuda_id().to_string()),
-            ("CF_STAGING", (shape.staging as u32).to_string()),
+            (
+                "CF_STAGING",
+                if shape.resident {
+                    2
+                } else {
+                    shape.staging as u32
+                }
+                .to_string(),
+            ),
+            ("CF_MIN_BLOCKS", shape.min_blocks.to_string()),
             ("CF_CHUNK", shape.chunk.to_string()),
             ("CF_SLOT_WORDS", slot_words(sizes.acc).to_string()),
             ("CF_SHARED_BYTES", shape.shared_bytes(sizes).to_string()),
@@ -80,12 +89,13 @@ fn source(
 /// The device-wide scan's shape for operators with these type `sizes` under `c` (the
 /// default [`ScanConfig`]: what [`Gpu::scanner`] compiles).
 pub(crate) fn shape_for(sizes: TypeSizes, c: &ScanConfig) -> Result<ScanShape> {
-    ScanShape::fitting(
+    ScanShape::fitting_with(
         sizes,
         c.get_block(),
         c.get_bytes_per_thread() as usize,
         c.get_algorithm(),
         c.get_staging(),
+        c.get_resident(),
     )
 }
 

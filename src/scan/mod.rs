@@ -53,6 +53,7 @@ pub struct ScanConfig {
     bytes_per_thread: u32,
     algorithm: ScanAlgorithm,
     staging: bool,
+    resident: bool,
 }
 
 impl Default for ScanConfig {
@@ -62,6 +63,7 @@ impl Default for ScanConfig {
             bytes_per_thread: 128,
             algorithm: ScanAlgorithm::default(),
             staging: true,
+            resident: true,
         }
     }
 }
@@ -149,5 +151,28 @@ impl ScanConfig {
     /// ```
     pub fn get_staging(&self) -> bool {
         self.staging
+    }
+
+    /// Whether a staged scan may keep its tiles resident in shared memory (default true):
+    /// where the planner finds it pays ([`ScanShape::resident`]), a tile's values stay in
+    /// shared memory from their load to their store and each thread holds a few at a time,
+    /// so that more tiles wait for the look-back at once. `false` keeps every run in
+    /// registers (the staged path as it was), for comparisons.
+    ///
+    /// ```
+    /// assert!(!cufold::scan::ScanConfig::default().resident(false).get_resident());
+    /// ```
+    pub fn resident(mut self, resident: bool) -> Self {
+        self.resident = resident;
+        self
+    }
+
+    /// Whether this configuration lets tiles stay resident in shared memory.
+    ///
+    /// ```
+    /// assert!(cufold::scan::ScanConfig::default().get_resident());
+    /// ```
+    pub fn get_resident(&self) -> bool {
+        self.resident
     }
 }

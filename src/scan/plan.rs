@@ -118,6 +118,28 @@ pub struct ScanShape {
     /// stores are coalesced 16-byte accesses (when a run is a whole number of 16-byte
     /// vectors), rather than each thread reading its own run.
     pub staging: bool,
+    /// Whether a staged tile stays resident in shared memory, from its load to its store,
+    /// while each thread holds a few of its values at a time (kernels/scan.cuh,
+    /// `CF_STAGING == 2`): a tile that waits for the look-back then holds its data once, in
+    /// shared memory, and few registers, and [`ScanShape::min_blocks`] blocks share a
+    /// multiprocessor where four did. The planner takes it for accumulators of at most 4
+    /// bytes, inputs and outputs of one size (1, 2 or 4 bytes) and a block that leaves room
+    /// for `min_blocks` blocks in 228 KiB of shared memory (an H100's); elsewhere the staged
+    /// path holds the runs in registers.
+    pub resident: bool,
+    /// The fewest blocks per multiprocessor the kernel's registers are budgeted for
+    /// (`__launch_bounds__`): 1536 threads' worth (40 registers each) for resident tiles,
+    /// otherwise 1 (the compiler's choice: bounds of 64 registers on the staged path, tried
+    /// on an H100, won 2% for f64 sums and lost 2-8% for affine maps, BENCHMARKS.md).
+    ///
+    /// ```
+    /// use cufold::scan::{ScanShape, TypeSizes};
+    /// let f32s = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 128, Default::default(), true).unwrap();
+    /// assert_eq!((f32s.resident, f32s.min_blocks), (true, 6));
+    /// let f64s = ScanShape::for_sizes(TypeSizes::uniform(8), 256, 128, Default::default(), true).unwrap();
+    /// assert_eq!((f64s.resident, f64s.min_blocks), (false, 1));
+    /// ```
+    pub min_blocks: u32,
     /// Tiles per look-back chunk (a power of two from 32 to 256): blocks of fewer tiles are
     /// rebuilt from published tile trees by the tile that needs them, larger ones are
     /// published once (kernels/scan.cuh). At most 8 KiB of accumulators.
@@ -128,6 +150,11 @@ pub struct ScanShape {
 const MAX_SHARED: usize = 48 * 1024;
 /// The most contiguous positions one thread scans.
 const MAX_ITEMS: usize = 32;
+/// Shared memory of one multiprocessor (an H100's), and what the system takes per block.
+const SM_SHARED: usize = 228 * 1024;
+const SHARED_PER_BLOCK_RESERVED: usize = 1024;
+/// Threads per multiprocessor a resident shape aims at: 40 registers each.
+const RESIDENT_THREADS: u32 = 1536;
 
 impl ScanShape {
     /// The shape for operators with these type `sizes`, `block` threads per block, about
@@ -155,6 +182,18 @@ impl ScanShape {
         algorithm: ScanAlgorithm,
         staging: bool,
     ) -> Result<ScanShape> {
+        ScanShape::build(sizes, block, bytes_per_thread, algorithm, staging, true)
+    }
+
+    /// [`ScanShape::for_sizes`], with resident tiles only where `resident` allows them.
+    pub(crate) fn build(
+        sizes: TypeSizes,
+        block: u32,
+        bytes_per_thread: usize,
+        algorithm: ScanAlgorithm,
+        staging: bool,
+        resident: bool,
+    ) -> Result<ScanShape> {
         check_block(block)?;
         let fit = |bytes: usize, size: usize| {
             let k = (bytes / size.max(1)).max(1);
@@ -164,13 +203,27 @@ impl ScanShape {
             .min(fit(2 * bytes_per_thread, sizes.acc))
             .min(MAX_ITEMS);
         let chunk = (8192 / sizes.acc.max(1)).clamp(32, 256);
-        let shape = ScanShape {
+        let mut shape = ScanShape {
             block,
             items: items as u32,
             algorithm,
             staging,
+            resident: false,
+            min_blocks: 1,
             chunk: 1 << chunk.ilog2(),
         };
+        if staging && resident && shape.resident_runs(sizes) {
+            let resident = ScanShape {
+                resident: true,
+                min_blocks: (RESIDENT_THREADS / block).max(1),
+                ..shape
+            };
+            let smem = resident.shared_bytes(sizes);
+            let per_block = smem + SHARED_PER_BLOCK_RESERVED;
+            if smem <= MAX_SHARED && per_block * resident.min_blocks as usize <= SM_SHARED {
+                shape = resident;
+            }
+        }
         let smem = shape.shared_bytes(sizes);
         if smem > MAX_SHARED {
             return Err(Error::new(
@@ -201,10 +254,22 @@ impl ScanShape {
         algorithm: ScanAlgorithm,
         staging: bool,
     ) -> Result<ScanShape> {
+        ScanShape::fitting_with(sizes, block, bytes_per_thread, algorithm, staging, true)
+    }
+
+    /// [`ScanShape::fitting`], with resident tiles only where `resident` allows them.
+    pub(crate) fn fitting_with(
+        sizes: TypeSizes,
+        block: u32,
+        bytes_per_thread: usize,
+        algorithm: ScanAlgorithm,
+        staging: bool,
+        resident: bool,
+    ) -> Result<ScanShape> {
         check_block(block)?;
         let mut b = block;
         loop {
-            match ScanShape::for_sizes(sizes, b, bytes_per_thread, algorithm, staging) {
+            match ScanShape::build(sizes, b, bytes_per_thread, algorithm, staging, resident) {
                 Err(e) if e.kind() == ErrorKind::InvalidConfig && b > 32 => b /= 2,
                 other => return other,
             }
@@ -220,6 +285,21 @@ impl ScanShape {
     /// ```
     pub fn tile(&self) -> u64 {
         self.block as u64 * self.items as u64
+    }
+
+    /// Whether runs of these types can stay resident: accumulators of at most 4 bytes (a
+    /// thread's pieces of eight then fit its 40 registers; 8-byte ones spilled there on an
+    /// H100, BENCHMARKS.md), outputs the size of the inputs (they replace them in shared
+    /// memory), of 1, 2, 4, 8 or 16 bytes, and a run of a power of two of whole 16-byte
+    /// vectors (the swizzle of kernels/io.cuh's `resident_slot`).
+    fn resident_runs(&self, sizes: TypeSizes) -> bool {
+        let run = self.items as usize * sizes.input;
+        sizes.acc <= 4
+            && sizes.input == sizes.output
+            && sizes.input.is_power_of_two()
+            && sizes.input <= 16
+            && run % 16 == 0
+            && (run / 16).is_power_of_two()
     }
 
     /// Static shared memory of the kernel for these type sizes: the sum of its `__shared__`
@@ -239,8 +319,11 @@ impl ScanShape {
             ScanAlgorithm::WarpShuffle => 2 * (b / 32),
             ScanAlgorithm::Blelloch | ScanAlgorithm::HillisSteele => 2 * b,
         };
-        // Staging: per warp, 32 runs of whole 16-byte vectors, each padded by one vector.
-        let staging = if self.staging {
+        // Staging: per warp, 32 runs of whole 16-byte vectors, each padded by one vector;
+        // resident, the same unpadded (the input's vectors, which the outputs replace).
+        let staging = if self.resident {
+            b * self.items as usize * sizes.input
+        } else if self.staging {
             let vectors = |size: usize| {
                 let run = self.items as usize * size;
                 if run % 16 == 0 {
@@ -353,6 +436,46 @@ mod tests {
                 .kind(),
             ErrorKind::InvalidConfig
         );
+    }
+
+    #[test]
+    fn resident_tiles_where_six_blocks_fit() {
+        use ScanAlgorithm::*;
+        let shape =
+            |sizes: TypeSizes, algo| ScanShape::fitting(sizes, 256, 128, algo, true).unwrap();
+        for algo in [WarpShuffle, Blelloch, HillisSteele] {
+            // 4-byte sums (f32, i32): 32 KiB of values, 6 blocks of 256 threads share an SM.
+            let s = shape(TypeSizes::uniform(4), algo);
+            assert!(s.resident && s.min_blocks == 6, "{s:?}");
+            let per_block = s.shared_bytes(TypeSizes::uniform(4)) + SHARED_PER_BLOCK_RESERVED;
+            assert!(6 * per_block <= SM_SHARED);
+            // f16 in and out with f32 accumulators: resident too.
+            let half = TypeSizes {
+                input: 2,
+                acc: 4,
+                output: 2,
+            };
+            assert!(shape(half, algo).resident);
+            // 8-byte accumulators (f64): runs in registers.
+            let f64s = shape(TypeSizes::uniform(8), algo);
+            assert!(!f64s.resident && f64s.min_blocks == 1 && f64s.staging);
+            // Outputs of another size than the inputs, or no staging: runs in registers.
+            let mean16 = TypeSizes {
+                input: 2,
+                acc: 4,
+                output: 8,
+            };
+            assert!(!shape(mean16, algo).resident);
+            let unstaged = ScanShape::fitting(TypeSizes::uniform(4), 256, 128, algo, false);
+            assert!(!unstaged.unwrap().resident);
+            // Turned off by the configuration: the staged shape as it was.
+            let off = ScanShape::fitting_with(TypeSizes::uniform(4), 256, 128, algo, true, false);
+            let off = off.unwrap();
+            assert!(!off.resident && off.staging && off.items == 32);
+            assert!(
+                off.shared_bytes(TypeSizes::uniform(4)) > s.shared_bytes(TypeSizes::uniform(4))
+            );
+        }
     }
 
     #[test]
