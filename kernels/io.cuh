@@ -163,7 +163,7 @@ __device__ __forceinline__ bool store_run_warp(Out* y, u64 n, u64 pos, bool alig
     return false;
 }
 
-// Resident tiles (ScanShape::staging == Resident): a warp's 32 runs stay in a per-warp
+// Resident tiles (ScanShape::resident, CF_STAGING == 2): a warp's 32 runs stay in a per-warp
 // buffer of shared memory from their load to their store, and the registers hold a few
 // values at a time, so that more tiles are resident while they wait for the look-back.
 // The buffer holds 32 * R vectors, unpadded: vector k of run `run` sits at

@@ -98,8 +98,8 @@ typedef cf::BlockScan<CF_ALGO, CF_BLOCK, cf_op_t, cf_acc_t> cf_block_scan_t;
 // The middle of tile t, by the whole block, from each thread's run tree `run` to its
 // exclusive prefix (returned; empty unless `has`), with `next_out` pointed at the block's
 // exclusive prefixes in shared memory (thread i's at i; the prefix through the tile at
-// CF_BLOCK): the block's up-sweep, the tile's exclusive prefix P_t (the carry's fold for a single tile, else the
-// look-back over `leaves` and `nodes`, `have`/`early` its first look at the big nodes), and
+// CF_BLOCK): the block's up-sweep, the tile's exclusive prefix P_t (the carry's fold for a
+// single tile, else the look-back over `leaves` and `nodes`, `have`/`early` its first look at the big nodes), and
 // the block's down-sweep. `carry`, when given, is the exclusive prefix of the positions
 // before x (a rank's chunk of a distributed scan, src/dist): every prefix is folded from
 // it, first, then the blocks of the tile's own decomposition.

@@ -123,9 +123,9 @@ pub struct ScanShape {
     /// `CF_STAGING == 2`): a tile that waits for the look-back then holds its data once, in
     /// shared memory, and few registers, and [`ScanShape::min_blocks`] blocks share a
     /// multiprocessor where four did. The planner takes it for accumulators of at most 4
-    /// bytes, inputs and outputs of one size (1, 2 or 4 bytes) and a block that leaves room
-    /// for `min_blocks` blocks in 228 KiB of shared memory (an H100's); elsewhere the staged
-    /// path holds the runs in registers.
+    /// bytes, inputs and outputs of one size (a power of two up to 16 bytes) and a block
+    /// that leaves room for `min_blocks` blocks in 228 KiB of shared memory (an H100's);
+    /// elsewhere the staged path holds the runs in registers.
     pub resident: bool,
     /// The fewest blocks per multiprocessor the kernel's registers are budgeted for
     /// (`__launch_bounds__`): 1536 threads' worth (40 registers each) for resident tiles,
@@ -290,7 +290,7 @@ impl ScanShape {
     /// Whether runs of these types can stay resident: accumulators of at most 4 bytes (a
     /// thread's pieces of eight then fit its 40 registers; 8-byte ones spilled there on an
     /// H100, BENCHMARKS.md), outputs the size of the inputs (they replace them in shared
-    /// memory), of 1, 2, 4, 8 or 16 bytes, and a run of a power of two of whole 16-byte
+    /// memory), a power of two up to 16 bytes, and a run of a power of two of whole 16-byte
     /// vectors (the swizzle of kernels/io.cuh's `resident_slot`).
     fn resident_runs(&self, sizes: TypeSizes) -> bool {
         let run = self.items as usize * sizes.input;
