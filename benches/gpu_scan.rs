@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench --bench gpu_scan -- [--ops cumsum,affine] [--dtypes f32,f64,i32] [--log2 20,24,28]
 //!                                 [--algos warp,blelloch,hillis] [--blocks 256] [--bytes 128]
-//!                                 [--staging 1,0] [--resident 1,0]
+//!                                 [--staging 1,0] [--resident 1,8,0]
 //!                                 [--reps 50] [--json OUT.json]
 //! ```
 //!
@@ -85,7 +85,8 @@ struct Args {
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
           default_values_t = [ScanConfig::default().get_staging() as u8])]
     staging: Vec<u8>,
-    /// Resident tiles where the planner takes them: 1 (on) or 0 (off: runs in registers).
+    /// Resident tiles where the planner takes them: 1 (on, the default accumulators of at
+    /// most 4 bytes), 8 (accumulators of 8 bytes admitted too) or 0 (off: runs in registers).
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
           default_values_t = [ScanConfig::default().get_resident() as u8])]
     resident: Vec<u8>,
@@ -164,14 +165,19 @@ fn run<T: Data, O: Operator<T>>(
                 for (&bytes, staging, resident) in a.bytes.iter().flat_map(|b| {
                     a.staging
                         .iter()
-                        .flat_map(move |&s| a.resident.iter().map(move |&r| (b, s != 0, r != 0)))
+                        .flat_map(move |&s| a.resident.iter().map(move |&r| (b, s != 0, r)))
                 }) {
                     let config = ScanConfig::default()
                         .algorithm(algo)
                         .block(block)
                         .bytes_per_thread(bytes)
                         .staging(staging)
-                        .resident(resident);
+                        .resident(resident != 0);
+                    let config = if resident > 1 {
+                        config.resident_acc_bytes(resident as u32)
+                    } else {
+                        config
+                    };
                     let (ms, ok) = time(base, config, &x, &want, op, a.reps)?;
                     all_ok &= ok;
                     let shape = base.scanner_with::<T, O>(op, config)?.shape();

@@ -95,6 +95,13 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
 }
 
+// Whether the warp's 32 runs of J values (this lane's at `pos`, so the warp's from
+// pos - lane * J) are aligned and end by n, so that the warp can move them with coalesced
+// 16-byte accesses. Every lane of the warp gets the same answer.
+template <int J> __device__ __forceinline__ bool warp_span_whole(u64 n, u64 pos, bool aligned) {
+    return aligned && pos - (u64)(threadIdx.x & 31) * J + 32 * J <= n;
+}
+
 // Starts copying the warp's 32 runs into `stage` (asynchronously, 16-byte coalesced copies)
 // when the warp's span is whole and aligned; returns whether it did. Every lane of the warp
 // gets the same answer.
@@ -102,10 +109,9 @@ template <int J, class In>
 __device__ __forceinline__ bool stage_runs(const In* x, u64 n, u64 pos, bool aligned, uint4* stage) {
     constexpr int R = RunVectors<J, In>::R;
     if constexpr (R > 0) {
+        if (!warp_span_whole<J>(n, pos, aligned)) return false;
         const int lane = threadIdx.x & 31;
-        const u64 wpos = pos - (u64)lane * J;
-        if (!aligned || wpos + 32 * J > n) return false;
-        const uint4* src = reinterpret_cast<const uint4*>(x + wpos);
+        const uint4* src = reinterpret_cast<const uint4*>(x + (pos - (u64)lane * J));
 #pragma unroll
         for (int i = 0; i < R; ++i) {
             const int v = i * 32 + lane;
@@ -143,15 +149,14 @@ __device__ __forceinline__ bool store_run_warp(Out* y, u64 n, u64 pos, bool alig
                                                uint4* stage) {
     constexpr int R = RunVectors<J, Out>::R;
     if constexpr (R > 0) {
+        if (!warp_span_whole<J>(n, pos, aligned)) return false;
         const int lane = threadIdx.x & 31;
-        const u64 wpos = pos - (u64)lane * J;
-        if (!aligned || wpos + 32 * J > n) return false;
         uint4 raw[R];
         memcpy(raw, o, sizeof(raw));
 #pragma unroll
         for (int k = 0; k < R; ++k) stage[lane * (R + 1) + k] = raw[k];
         __syncwarp();
-        uint4* dst = reinterpret_cast<uint4*>(y + wpos);
+        uint4* dst = reinterpret_cast<uint4*>(y + (pos - (u64)lane * J));
 #pragma unroll
         for (int i = 0; i < R; ++i) {
             const int v = i * 32 + lane;
@@ -185,9 +190,8 @@ __device__ __forceinline__ bool load_resident(const In* x, u64 n, u64 pos, bool 
     constexpr int E = 16 / (int)sizeof(In);
     static_assert(R > 0 && 16 % sizeof(In) == 0, "a resident run is whole vectors of whole values");
     const int lane = threadIdx.x & 31;
-    const u64 wpos = pos - (u64)lane * J;
-    if (aligned && wpos + 32 * J <= n) {
-        const uint4* src = reinterpret_cast<const uint4*>(x + wpos);
+    if (warp_span_whole<J>(n, pos, aligned)) {
+        const uint4* src = reinterpret_cast<const uint4*>(x + (pos - (u64)lane * J));
 #pragma unroll
         for (int i = 0; i < R; ++i) {
             const int v = i * 32 + lane;

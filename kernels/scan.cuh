@@ -181,8 +181,10 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
     constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * J;
     constexpr int R = cf::RunVectors<J, cf_in_t>::R;
     static_assert(sizeof(cf_out_t) == sizeof(cf_in_t), "resident tiles put outputs where their inputs were");
-    // Pieces of eight values, or of one vector where that holds more; M to a run.
-    constexpr int S0 = 16 / (int)sizeof(cf_in_t) > 8 ? 16 / (int)sizeof(cf_in_t) : 8;
+    // Pieces of eight values (four of 8-byte accumulators), or of one vector where that
+    // holds more; M to a run.
+    constexpr int SA = sizeof(cf_acc_t) > 4 ? 4 : 8;
+    constexpr int S0 = 16 / (int)sizeof(cf_in_t) > SA ? 16 / (int)sizeof(cf_in_t) : SA;
     constexpr int S = S0 < J ? S0 : J;
     constexpr int M = J / S;
     __shared__ uint4 resident[CF_BLOCK / 32][32 * R];
@@ -216,7 +218,7 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
     cf::run_down(op, sub, p, has, e);
     const bool exclusive = (mode & CF_SCAN_EXCLUSIVE) != 0;
     const bool y_aligned = (mode & CF_SCAN_Y_ALIGNED) != 0;
-    const bool whole = y_aligned && pos - (cf::u64)(threadIdx.x & 31) * J + 32 * J <= n;
+    const bool whole = cf::warp_span_whole<J>(n, pos, y_aligned);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
         cf_acc_t a[S];

@@ -144,7 +144,7 @@ every_op_test!(u64_scans_every_op_every_size, u64);
 every_op_test!(u8_scans_every_op_every_size, u8);
 
 /// Both data paths of the scan kernel on the types the planner keeps resident (kernels/scan.cuh,
-/// `CF_STAGING == 2`): the tile resident in shared memory, and the runs in registers
+/// `CF_STAGING == 2`; 8-byte accumulators admitted): the tile resident in shared memory, and the runs in registers
 /// (`ScanConfig::resident(false)`), each against the CPU bit for bit, into a buffer at odd
 /// offsets (the values loaded one by one) and in place.
 fn resident_and_register_paths_agree<T, O>(op: O, what: &str)
@@ -154,14 +154,16 @@ where
 {
     let s = seed(what);
     let g = gpu();
-    let on = ScanConfig::default();
-    let off = ScanConfig::default().resident(false);
-    let resident = g.scanner_with::<T, O>(op, on).unwrap().shape();
+    // 8-byte accumulators only where admitted (ScanConfig::resident_acc_bytes).
+    let on = ScanConfig::default().resident_acc_bytes(8);
+    let scanners = [on, on.resident(false)]
+        .map(|config| (config, g.scanner_with::<T, O>(op, config).unwrap()));
+    let (resident, registers) = (scanners[0].1.shape(), scanners[1].1.shape());
     assert!(
         resident.resident && resident.min_blocks > 1,
         "{what}: {resident:?}"
     );
-    assert!(!g.scanner_with::<T, O>(op, off).unwrap().shape().resident);
+    assert!(!registers.resident, "{what}: {registers:?}");
     for n in tiered(SIZES, FULL_SIZES)
         .into_iter()
         .chain([8191, 8193, 65_537])
@@ -169,12 +171,11 @@ where
         let host: Vec<T> = data(n + 3, s ^ n as u64);
         let dev = upload(g, &host);
         for kind in KINDS {
-            for config in [on, off] {
-                let scanner = g.scanner_with::<T, O>(op, config).unwrap();
-                for offset in [0, 1, 3] {
-                    let want = Cpu::new()
-                        .scan(&host[offset..offset + n], op, kind)
-                        .unwrap();
+            for offset in [0, 1, 3] {
+                let want = Cpu::new()
+                    .scan(&host[offset..offset + n], op, kind)
+                    .unwrap();
+                for (config, scanner) in &scanners {
                     let mut out = upload(g, &vec![poison::<T>(); n + 1]);
                     let x = dev.slice(offset..offset + n);
                     let mut y = out.slice_mut(offset.min(1)..offset.min(1) + n);
@@ -185,10 +186,12 @@ where
                         panic!("{what} {config:?} {kind:?} n={n} offset {offset}: at {i} GPU {a} != CPU {b}");
                     }
                 }
+            }
+            let want = Cpu::new().scan(&host[..n], op, kind).unwrap();
+            for (config, scanner) in &scanners {
                 let mut inplace = upload(g, &host[..n]);
                 scanner.scan_in_place(&mut inplace, kind).unwrap();
                 let got = g.stream().clone_dtoh(&inplace).unwrap();
-                let want = Cpu::new().scan(&host[..n], op, kind).unwrap();
                 assert!(
                     first_difference(&got, &want).is_none(),
                     "{what} {config:?} {kind:?} n={n} in place"
@@ -206,6 +209,8 @@ fn resident_tiles_and_runs_in_registers_give_the_same_bits() {
     resident_and_register_paths_agree::<f16, _>(Sum, "Sum<f16>");
     resident_and_register_paths_agree::<f32, _>(Max, "Max<f32>");
     resident_and_register_paths_agree::<u8, _>(Min, "Min<u8>");
+    resident_and_register_paths_agree::<f64, _>(Sum, "Sum<f64>");
+    resident_and_register_paths_agree::<i64, _>(Max, "Max<i64>");
 }
 
 macro_rules! ordered_test {

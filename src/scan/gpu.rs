@@ -65,15 +65,7 @@ fn source(
             ("CF_BLOCK", shape.block.to_string()),
             ("CF_ITEMS", shape.items.to_string()),
             ("CF_ALGO", shape.algorithm.cuda_id().to_string()),
-            (
-                "CF_STAGING",
-                if shape.resident {
-                    2
-                } else {
-                    shape.staging as u32
-                }
-                .to_string(),
-            ),
+            ("CF_STAGING", shape.staging_mode().to_string()),
             ("CF_MIN_BLOCKS", shape.min_blocks.to_string()),
             ("CF_CHUNK", shape.chunk.to_string()),
             ("CF_SLOT_WORDS", slot_words(sizes.acc).to_string()),
@@ -95,7 +87,11 @@ pub(crate) fn shape_for(sizes: TypeSizes, c: &ScanConfig) -> Result<ScanShape> {
         c.get_bytes_per_thread() as usize,
         c.get_algorithm(),
         c.get_staging(),
-        c.get_resident(),
+        if c.get_resident() {
+            c.get_resident_acc_bytes() as usize
+        } else {
+            0
+        },
     )
 }
 

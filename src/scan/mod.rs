@@ -54,6 +54,7 @@ pub struct ScanConfig {
     algorithm: ScanAlgorithm,
     staging: bool,
     resident: bool,
+    resident_acc_bytes: u32,
 }
 
 impl Default for ScanConfig {
@@ -64,6 +65,7 @@ impl Default for ScanConfig {
             algorithm: ScanAlgorithm::default(),
             staging: true,
             resident: true,
+            resident_acc_bytes: 4,
         }
     }
 }
@@ -174,5 +176,30 @@ impl ScanConfig {
     /// ```
     pub fn get_resident(&self) -> bool {
         self.resident
+    }
+
+    /// The largest accumulator, in bytes, whose tiles may stay resident (default 4, at most
+    /// 8 counts). 8 admits f64, i64 and u64 and pairs of 4-byte values such as affine maps of
+    /// f32, in five blocks of 256 threads per H100 multiprocessor where the registers hold
+    /// four: measured on an H100 (2^28 elements, BENCHMARKS.md), affine maps of f32 gain 7%
+    /// and f64 sums lose 1-2% (8-10% at 2^16), hence the default.
+    ///
+    /// ```
+    /// use cufold::scan::ScanConfig;
+    /// assert_eq!(ScanConfig::default().get_resident_acc_bytes(), 4);
+    /// assert_eq!(ScanConfig::default().resident_acc_bytes(8).get_resident_acc_bytes(), 8);
+    /// ```
+    pub fn resident_acc_bytes(mut self, bytes: u32) -> Self {
+        self.resident_acc_bytes = bytes;
+        self
+    }
+
+    /// The largest accumulator whose tiles this configuration lets stay resident.
+    ///
+    /// ```
+    /// assert_eq!(cufold::scan::ScanConfig::default().get_resident_acc_bytes(), 4);
+    /// ```
+    pub fn get_resident_acc_bytes(&self) -> u32 {
+        self.resident_acc_bytes
     }
 }

@@ -123,19 +123,24 @@ pub struct ScanShape {
     /// `CF_STAGING == 2`): a tile that waits for the look-back then holds its data once, in
     /// shared memory, and few registers, and [`ScanShape::min_blocks`] blocks share a
     /// multiprocessor where four did. The planner takes it for accumulators of at most 4
-    /// bytes, inputs and outputs of one size (a power of two up to 16 bytes) and a block
-    /// that leaves room for `min_blocks` blocks in 228 KiB of shared memory (an H100's);
-    /// elsewhere the staged path holds the runs in registers.
+    /// bytes (8 where [`ScanConfig::resident_acc_bytes`] admits them), inputs and outputs of
+    /// one size (a power of two up to 16 bytes) and a block that leaves room for at least
+    /// 1280 threads' blocks in 228 KiB of shared memory (an H100's); elsewhere the staged
+    /// path holds the runs in registers.
+    ///
+    /// [`ScanConfig::resident_acc_bytes`]: super::ScanConfig::resident_acc_bytes
     pub resident: bool,
     /// The fewest blocks per multiprocessor the kernel's registers are budgeted for
-    /// (`__launch_bounds__`): 1536 threads' worth (40 registers each) for resident tiles,
-    /// otherwise 1 (the compiler's choice: bounds of 64 registers on the staged path, tried
-    /// on an H100, won 2% for f64 sums and lost 2-8% for affine maps, BENCHMARKS.md).
+    /// (`__launch_bounds__`): for resident tiles 1536 threads' worth (40 registers each), or
+    /// as many as the shared memory holds; otherwise 1 (the compiler's choice: bounds of 64
+    /// registers on the staged path, tried on an H100, won 2% for f64 sums and lost 2-8% for
+    /// affine maps, BENCHMARKS.md).
     ///
     /// ```
     /// use cufold::scan::{ScanShape, TypeSizes};
     /// let f32s = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 128, Default::default(), true).unwrap();
     /// assert_eq!((f32s.resident, f32s.min_blocks), (true, 6));
+    /// // f64: 8-byte accumulators, runs in registers by default.
     /// let f64s = ScanShape::for_sizes(TypeSizes::uniform(8), 256, 128, Default::default(), true).unwrap();
     /// assert_eq!((f64s.resident, f64s.min_blocks), (false, 1));
     /// ```
@@ -153,8 +158,14 @@ const MAX_ITEMS: usize = 32;
 /// Shared memory of one multiprocessor (an H100's), and what the system takes per block.
 const SM_SHARED: usize = 228 * 1024;
 const SHARED_PER_BLOCK_RESERVED: usize = 1024;
-/// Threads per multiprocessor a resident shape aims at: 40 registers each.
+/// Threads per multiprocessor a resident shape aims at (40 registers each), as many as the
+/// shared memory holds, and the fewest it takes (48 registers each, five blocks of 256:
+/// 8-byte values, whose six blocks do not fit).
 const RESIDENT_THREADS: u32 = 1536;
+const RESIDENT_MIN_THREADS: u32 = 1280;
+/// The largest accumulator whose tiles stay resident by default
+/// ([`ScanConfig::resident_acc_bytes`](super::ScanConfig::resident_acc_bytes)).
+const RESIDENT_ACC: usize = 4;
 
 impl ScanShape {
     /// The shape for operators with these type `sizes`, `block` threads per block, about
@@ -182,17 +193,25 @@ impl ScanShape {
         algorithm: ScanAlgorithm,
         staging: bool,
     ) -> Result<ScanShape> {
-        ScanShape::build(sizes, block, bytes_per_thread, algorithm, staging, true)
+        ScanShape::build(
+            sizes,
+            block,
+            bytes_per_thread,
+            algorithm,
+            staging,
+            RESIDENT_ACC,
+        )
     }
 
-    /// [`ScanShape::for_sizes`], with resident tiles only where `resident` allows them.
+    /// [`ScanShape::for_sizes`], with resident tiles only for accumulators of at most
+    /// `resident_acc` bytes (0: never).
     pub(crate) fn build(
         sizes: TypeSizes,
         block: u32,
         bytes_per_thread: usize,
         algorithm: ScanAlgorithm,
         staging: bool,
-        resident: bool,
+        resident_acc: usize,
     ) -> Result<ScanShape> {
         check_block(block)?;
         let fit = |bytes: usize, size: usize| {
@@ -212,15 +231,19 @@ impl ScanShape {
             min_blocks: 1,
             chunk: 1 << chunk.ilog2(),
         };
-        if staging && resident && shape.resident_runs(sizes) {
-            let resident = ScanShape {
+        if staging && shape.resident_runs(sizes, resident_acc) {
+            let mut resident = ScanShape {
                 resident: true,
-                min_blocks: (RESIDENT_THREADS / block).max(1),
                 ..shape
             };
             let smem = resident.shared_bytes(sizes);
-            let per_block = smem + SHARED_PER_BLOCK_RESERVED;
-            if smem <= MAX_SHARED && per_block * resident.min_blocks as usize <= SM_SHARED {
+            let fit = SM_SHARED / (smem + SHARED_PER_BLOCK_RESERVED);
+            resident.min_blocks = (RESIDENT_THREADS / block).max(1).min(fit as u32);
+            let fewest = RESIDENT_MIN_THREADS
+                .div_ceil(block)
+                .min(RESIDENT_THREADS / block)
+                .max(1);
+            if smem <= MAX_SHARED && resident.min_blocks >= fewest {
                 shape = resident;
             }
         }
@@ -254,22 +277,30 @@ impl ScanShape {
         algorithm: ScanAlgorithm,
         staging: bool,
     ) -> Result<ScanShape> {
-        ScanShape::fitting_with(sizes, block, bytes_per_thread, algorithm, staging, true)
+        ScanShape::fitting_with(
+            sizes,
+            block,
+            bytes_per_thread,
+            algorithm,
+            staging,
+            RESIDENT_ACC,
+        )
     }
 
-    /// [`ScanShape::fitting`], with resident tiles only where `resident` allows them.
+    /// [`ScanShape::fitting`], with resident tiles only for accumulators of at most
+    /// `resident_acc` bytes (0: never).
     pub(crate) fn fitting_with(
         sizes: TypeSizes,
         block: u32,
         bytes_per_thread: usize,
         algorithm: ScanAlgorithm,
         staging: bool,
-        resident: bool,
+        resident_acc: usize,
     ) -> Result<ScanShape> {
         check_block(block)?;
         let mut b = block;
         loop {
-            match ScanShape::build(sizes, b, bytes_per_thread, algorithm, staging, resident) {
+            match ScanShape::build(sizes, b, bytes_per_thread, algorithm, staging, resident_acc) {
                 Err(e) if e.kind() == ErrorKind::InvalidConfig && b > 32 => b /= 2,
                 other => return other,
             }
@@ -287,14 +318,33 @@ impl ScanShape {
         self.block as u64 * self.items as u64
     }
 
-    /// Whether runs of these types can stay resident: accumulators of at most 4 bytes (a
-    /// thread's pieces of eight then fit its 40 registers; 8-byte ones spilled there on an
-    /// H100, BENCHMARKS.md), outputs the size of the inputs (they replace them in shared
-    /// memory), a power of two up to 16 bytes, and a run of a power of two of whole 16-byte
-    /// vectors (the swizzle of kernels/io.cuh's `resident_slot`).
-    fn resident_runs(&self, sizes: TypeSizes) -> bool {
+    /// How the kernel moves runs (kernels/scan.cuh's `CF_STAGING`): 0 thread by thread,
+    /// 1 staged through shared memory into registers ([`ScanShape::staging`]), 2 resident in
+    /// shared memory from load to store ([`ScanShape::resident`], which implies staging).
+    ///
+    /// ```
+    /// use cufold::scan::{ScanShape, TypeSizes};
+    /// let f32s = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 128, Default::default(), true).unwrap();
+    /// let f64s = ScanShape::for_sizes(TypeSizes::uniform(8), 256, 128, Default::default(), true).unwrap();
+    /// let plain = ScanShape::for_sizes(TypeSizes::uniform(8), 256, 128, Default::default(), false).unwrap();
+    /// assert_eq!((f32s.staging_mode(), f64s.staging_mode(), plain.staging_mode()), (2, 1, 0));
+    /// ```
+    pub fn staging_mode(&self) -> u32 {
+        if self.resident {
+            2
+        } else {
+            self.staging as u32
+        }
+    }
+
+    /// Whether runs of these types can stay resident: accumulators of at most `max_acc` and
+    /// 8 bytes (a thread takes its run in pieces of eight 4-byte or four 8-byte
+    /// accumulators), outputs the size of the inputs (they replace them in shared memory), a
+    /// power of two up to 16 bytes, and a run of a power of two of whole 16-byte vectors (the
+    /// swizzle of kernels/io.cuh's `resident_slot`).
+    fn resident_runs(&self, sizes: TypeSizes, max_acc: usize) -> bool {
         let run = self.items as usize * sizes.input;
-        sizes.acc <= 4
+        sizes.acc <= max_acc.min(8)
             && sizes.input == sizes.output
             && sizes.input.is_power_of_two()
             && sizes.input <= 16
@@ -456,9 +506,27 @@ mod tests {
                 output: 2,
             };
             assert!(shape(half, algo).resident);
-            // 8-byte accumulators (f64): runs in registers.
+            // 8-byte accumulators (f64): runs in registers by default; admitted, 32 KiB of
+            // values too, and as many blocks as fit (five or six with the block scan's storage).
             let f64s = shape(TypeSizes::uniform(8), algo);
             assert!(!f64s.resident && f64s.min_blocks == 1 && f64s.staging);
+            let f64s =
+                ScanShape::fitting_with(TypeSizes::uniform(8), 256, 128, algo, true, 8).unwrap();
+            assert!(f64s.resident && f64s.items == 16, "{f64s:?}");
+            let per_block = f64s.shared_bytes(TypeSizes::uniform(8)) + SHARED_PER_BLOCK_RESERVED;
+            let b = f64s.min_blocks as usize;
+            assert!(
+                (5..=6).contains(&b) && b * per_block <= SM_SHARED,
+                "{f64s:?}"
+            );
+            assert!(b == 6 || (b + 1) * per_block > SM_SHARED, "{f64s:?}");
+            // 16-byte accumulators (affine maps of f64): runs in registers, even if admitted.
+            let wide = ScanShape::fitting_with(TypeSizes::uniform(16), 256, 128, algo, true, 16);
+            let wide = wide.unwrap();
+            assert!(!wide.resident && wide.min_blocks == 1 && wide.staging);
+            // Four blocks of 256 (64 KiB of f64 values) are too few to take the resident path.
+            let four = ScanShape::fitting_with(TypeSizes::uniform(8), 256, 256, algo, true, 8);
+            assert!(!four.unwrap().resident);
             // Outputs of another size than the inputs, or no staging: runs in registers.
             let mean16 = TypeSizes {
                 input: 2,
@@ -469,7 +537,7 @@ mod tests {
             let unstaged = ScanShape::fitting(TypeSizes::uniform(4), 256, 128, algo, false);
             assert!(!unstaged.unwrap().resident);
             // Turned off by the configuration: the staged shape as it was.
-            let off = ScanShape::fitting_with(TypeSizes::uniform(4), 256, 128, algo, true, false);
+            let off = ScanShape::fitting_with(TypeSizes::uniform(4), 256, 128, algo, true, 0);
             let off = off.unwrap();
             assert!(!off.resident && off.staging && off.items == 32);
             assert!(
