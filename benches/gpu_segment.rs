@@ -54,17 +54,24 @@ struct Args {
     /// Event-timed launches per measurement (the median is reported).
     #[arg(long, default_value_t = 20)]
     reps: usize,
-    /// Force the reductions' schedule (the planner's choice by default), to compare them.
-    #[arg(long, value_parser = ["thread", "warp", "lanes", "block"])]
+    /// Force the schedule of the reductions and the scans (the planner's choice by
+    /// default), to compare them.
+    #[arg(long, value_parser = ["thread", "warp", "lanes", "block", "whole"])]
     schedule: Option<String>,
+    /// Threads per block of the device-wide scan's tiles, which the scans take for rows on
+    /// the whole schedule and for the longest ragged segments (`SegmentConfig::scan`).
+    #[arg(long, default_value_t = 256)]
+    scan_block: u32,
     #[command(flatten)]
     out: common::Output,
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// The schedule `--schedule` forces on the reductions, if any.
+/// The schedule `--schedule` forces on the reductions and the scans, if any.
 static FORCED: std::sync::OnceLock<Option<cufold::segment::Schedule>> = std::sync::OnceLock::new();
+/// The device-wide scan's block size, `--scan-block`.
+static SCAN_BLOCK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
 
 /// A shape: rows of a packed matrix, or CSR offsets.
 enum Shape {
@@ -223,7 +230,13 @@ fn run_cumsum(
     rows_out: &mut Vec<serde_json::Value>,
 ) -> Res<bool> {
     let stream = gpu.stream();
-    let s = gpu.segment_scanner::<f32, _>(Sum)?;
+    let forced = FORCED.get().copied().flatten();
+    let s = gpu.segment_scanner_with::<f32, _>(
+        Sum,
+        cufold::segment::SegmentConfig::default()
+            .schedule(forced)
+            .scan(cufold::scan::ScanConfig::default().block(*SCAN_BLOCK.get().expect("set"))),
+    )?;
     let total: usize = segments_of(shape).iter().map(|p| p.1).sum();
     let (segments, extra, mut y) = match shape {
         Shape::Rows(r) => (r.rows, 0, stream.alloc_zeros::<f32>(r.rows * r.cols)?),
@@ -341,6 +354,7 @@ fn main() -> Res<()> {
         ops,
         reps,
         schedule,
+        scan_block,
         out: common::Output { json, .. },
     } = <Args as clap::Parser>::parse();
     use cufold::segment::Schedule;
@@ -348,9 +362,11 @@ fn main() -> Res<()> {
         "thread" => Schedule::Thread,
         "warp" => Schedule::Warp,
         "lanes" => Schedule::Lanes,
+        "whole" => Schedule::Whole,
         _ => Schedule::Block,
     });
     FORCED.set(forced).expect("set once");
+    SCAN_BLOCK.set(scan_block).expect("set once");
     let gpu = match Gpu::open(0) {
         Ok(g) => g,
         Err(e) => {

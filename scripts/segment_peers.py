@@ -12,6 +12,8 @@ Shapes (the same lengths as the bench, from the same splitmix64 stream):
   mid       2^18 x 2^10 rows (a softmax's rows)                as square
   wide      2^15 x 2^13 rows                                  as square
   narrow    2^21 x 2^7 rows                                   as square
+  rows2k    2^17 x 2^11 rows                                  as square
+  rows4k    2^16 x 2^12 rows                                  as square
 GB/s uses the bench's byte count for the same op and shape (input, offsets, outputs as
 cufold writes them), so ratios of GB/s are ratios of time.
 """
@@ -46,6 +48,10 @@ def shape(name):
         return "rows", (1 << 15, 1 << 13)
     if name == "narrow":
         return "rows", (1 << 21, 1 << 7)
+    if name == "rows2k":
+        return "rows", (1 << 17, 1 << 11)
+    if name == "rows4k":
+        return "rows", (1 << 16, 1 << 12)
     if name == "powerlaw":
         draws = splitmix(0x5EED, 1 << 24)
         u = ((draws >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)

@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use cudarc::driver::CudaSlice;
 use cufold::ops::*;
+use cufold::scan::ScanConfig;
 use cufold::segment::{Rows, Schedule, SegmentConfig};
 use cufold::{Cpu, DeviceValue, ErrorKind, ScanKind};
 
@@ -352,6 +353,9 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
             // Rows of several tiles of the whole-array scan (Schedule::Whole scans them in one
             // launch, each row's tiles looking back only within their row).
             Rows::new(3, 20_001).stride(20_011),
+            // Rows shorter than its tile: Schedule::Whole takes a smaller one (2048, 1024 f32).
+            Rows::new(5, 2_500).stride(2_503),
+            Rows::new(4, 1_500),
         ] {
             let mut want = Vec::new();
             for r in 0..rows.rows {
@@ -364,14 +368,21 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
                         .map(Some),
                 );
             }
-            for schedule in SCHEDULES.into_iter().chain([Some(Schedule::Whole)]) {
-                let sc = g
-                    .segment_scanner_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
-                    .unwrap();
+            // The whole schedule also on the device-wide scan's tiles of 64-thread blocks.
+            let small_tiles = SegmentConfig::default()
+                .schedule(Some(Schedule::Whole))
+                .scan(ScanConfig::default().block(64));
+            for config in SCHEDULES
+                .into_iter()
+                .chain([Some(Schedule::Whole)])
+                .map(|s| SegmentConfig::default().schedule(s))
+                .chain([small_tiles])
+            {
+                let sc = g.segment_scanner_with::<T, O>(op, config).unwrap();
                 let mut y = upload(g, &vec![poison::<O::Out>(); rows.rows * rows.cols]);
                 sc.scan_rows_into(&view, rows, &mut y, kind).unwrap();
                 let what = format!(
-                    "{} {kind:?} over {}, {rows:?}, {schedule:?}",
+                    "{} {kind:?} over {}, {rows:?}, {config:?}",
                     O::NAME,
                     T::cuda_name()
                 );

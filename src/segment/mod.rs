@@ -58,6 +58,8 @@
 //! # Ok::<(), cufold::Error>(())
 //! ```
 
+use crate::scan::ScanConfig;
+
 mod by_key;
 mod cpu;
 mod gpu;
@@ -67,8 +69,9 @@ mod scan_gpu;
 pub use by_key::{compile_runs_kernel, runs_kernel_source, ByKey, DeviceByKey, KeyRuns};
 pub use gpu::{compile_kernel, kernel_source, SegmentReducer};
 pub use plan::{
-    plan, plan_reduction, split_chunk_log, with_schedule, Schedule, SegmentPlan, LANES,
-    LANES_MAX_BYTES, REDUCE_WARP_MAX_MEAN, THREAD_MAX_MEAN, WARP_MAX_MEAN, WHOLE_MIN_LEN,
+    plan, plan_reduction, plan_scan, split_chunk_log, with_schedule, Schedule, SegmentPlan, LANES,
+    LANES_MAX_BYTES, REDUCE_WARP_MAX_MEAN, SCAN_WHOLE_MIN_COLS, THREAD_MAX_MEAN, WARP_MAX_MEAN,
+    WHOLE_MIN_LEN,
 };
 pub use scan_gpu::{
     compile_scan_kernel, compile_scan_long_kernel, scan_kernel_source, SegmentScanner,
@@ -129,6 +132,7 @@ impl Rows {
 pub struct SegmentConfig {
     block: u32,
     schedule: Option<Schedule>,
+    scan: ScanConfig,
 }
 
 impl Default for SegmentConfig {
@@ -136,6 +140,7 @@ impl Default for SegmentConfig {
         SegmentConfig {
             block: 256,
             schedule: None,
+            scan: ScanConfig::default(),
         }
     }
 }
@@ -180,5 +185,30 @@ impl SegmentConfig {
     /// ```
     pub fn get_schedule(&self) -> Option<Schedule> {
         self.schedule
+    }
+
+    /// The device-wide scan's configuration, for the tiles a segmented scan takes from it:
+    /// rows on [`Schedule::Whole`] (with fewer bytes per thread where a row is shorter than
+    /// a tile) and the longest ragged segments (default [`ScanConfig::default`]; reductions
+    /// ignore it). Like every setting, it changes the speed, never the result.
+    ///
+    /// ```
+    /// use cufold::{scan::ScanConfig, segment::SegmentConfig};
+    /// let c = SegmentConfig::default().scan(ScanConfig::default().block(128));
+    /// assert_eq!(c.get_scan().get_block(), 128);
+    /// ```
+    pub fn scan(mut self, scan: ScanConfig) -> Self {
+        self.scan = scan;
+        self
+    }
+
+    /// The device-wide scan's configuration this configuration asks for.
+    ///
+    /// ```
+    /// use cufold::{scan::ScanConfig, segment::SegmentConfig};
+    /// assert_eq!(SegmentConfig::default().get_scan(), ScanConfig::default());
+    /// ```
+    pub fn get_scan(&self) -> ScanConfig {
+        self.scan
     }
 }

@@ -105,6 +105,72 @@ pub fn plan_reduction(
     }
 }
 
+/// Row length from which a scan of rows takes [`Schedule::Whole`] ([`plan_scan`]): every
+/// row on the device-wide scan's tiles (a tile no longer than the row), all rows in one
+/// launch. Measured on an H100 (f32 inclusive sums, 2^28 elements in all, one call, GB/s,
+/// whole against the schedule taken before): rows of 16384 2754 / 2068 (block), of 8192
+/// 2951 / 2211, of 4096 2996 / 2307, of 2048 2676 / 2212 (thread); rows of 1024 1700 to 1920
+/// against 2230 (thread), which they keep. BENCHMARKS.md, "Segments, eighth step".
+pub const SCAN_WHOLE_MIN_COLS: u64 = 2048;
+
+/// Warps of 32 segments a multiprocessor gets at least where the scan takes the thread
+/// schedule for what the reduction gives a warp ([`plan_scan`]); with fewer segments, few
+/// warps would scan them all, one after another, and a block per segment is taken instead.
+const THREAD_FOR_WARP_WARPS: u64 = 4;
+
+/// The segmented scan's plan: a `forced` schedule, else [`plan`]'s, with
+///
+/// - rows of at least [`SCAN_WHOLE_MIN_COLS`] on [`Schedule::Whole`] where the types have
+///   a device-wide scan (`whole`);
+/// - a thread where [`plan`] gives a warp and the segments give every multiprocessor four
+///   warps of 32 segments or more (the thread schedule hands segments over 256 to the
+///   thread's warp), a block where it gives a warp to fewer segments (the scan has no warp
+///   schedule of its own, nor a group of lanes);
+/// - [`Schedule::Whole`] for [`Schedule::Split`] (rows), and a block for `Whole` or `Split`
+///   forced on segments by offsets.
+///
+/// Measured on an H100 against a block per segment, f32 inclusive sum, GB/s: 2^21 rows of
+/// 128 224 -> 417 with a thread; see [`SCAN_WHOLE_MIN_COLS`] for longer rows.
+///
+/// ```
+/// use cufold::gpu::DeviceProps;
+/// use cufold::segment::{plan_scan, Schedule};
+/// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
+/// let scan = |segments, total, rows| plan_scan(segments, total, rows, true, None, 256, &h100).schedule;
+/// assert_eq!(scan(1 << 18, 1 << 28, true), Schedule::Thread); // rows of 1024
+/// assert_eq!(scan(1 << 17, 1 << 28, true), Schedule::Whole); // rows of 2048
+/// assert_eq!(scan(1 << 17, 1 << 28, false), Schedule::Thread); // the same lengths by offsets
+/// assert_eq!(scan(1 << 12, 1 << 22, true), Schedule::Block); // 4096 rows of 1024
+/// ```
+pub fn plan_scan(
+    segments: u64,
+    total: u64,
+    rows: bool,
+    whole: bool,
+    forced: Option<Schedule>,
+    block: u32,
+    dev: &DeviceProps,
+) -> SegmentPlan {
+    let mean = total / segments.max(1);
+    let schedule = match forced {
+        Some(Schedule::Whole | Schedule::Split) if !rows => Schedule::Block,
+        Some(s) => s,
+        None if rows && whole && mean >= SCAN_WHOLE_MIN_COLS => Schedule::Whole,
+        None => plan(segments, total, rows, block, dev).schedule,
+    };
+    let schedule = match schedule {
+        Schedule::Warp | Schedule::Lanes
+            if segments >= THREAD_FOR_WARP_WARPS * 32 * dev.sm_count as u64 =>
+        {
+            Schedule::Thread
+        }
+        Schedule::Warp | Schedule::Lanes => Schedule::Block,
+        Schedule::Split => Schedule::Whole,
+        s => s,
+    };
+    with_schedule(schedule, segments, block, dev)
+}
+
 /// Length from which rows too few to fill the device are split into chunks
 /// ([`Schedule::Split`]).
 pub const WHOLE_MIN_LEN: u64 = 1 << 20;
@@ -368,6 +434,54 @@ mod tests {
                     assert!(groups < segments.max(1) + 256, "{p:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn scans_of_rows_of_2048_or_more_take_the_whole_schedule() {
+        let scan = |segments: u64, cols: u64, rows, whole, forced| {
+            plan_scan(segments, segments * cols, rows, whole, forced, 256, &H100)
+        };
+        for (segments, cols, rows, whole, want) in [
+            // Rows from 2048 on: the device-wide scan's tiles, whatever their number.
+            (1u64 << 17, 2048u64, true, true, Schedule::Whole),
+            (1 << 16, 4096, true, true, Schedule::Whole),
+            (1 << 15, 8192, true, true, Schedule::Whole),
+            (1 << 14, 1 << 14, true, true, Schedule::Whole),
+            (16, 1 << 24, true, true, Schedule::Whole),
+            (1, 4096, true, true, Schedule::Whole),
+            // Shorter rows: a thread when many, else a block.
+            (1 << 18, 1024, true, true, Schedule::Thread),
+            (1 << 12, 1024, true, true, Schedule::Block),
+            (1 << 21, 128, true, true, Schedule::Thread),
+            // Segments by offsets, or types without a device-wide scan: as before.
+            (1 << 17, 2048, false, true, Schedule::Thread),
+            (1 << 14, 1 << 14, false, true, Schedule::Block),
+            (1 << 14, 1 << 14, true, false, Schedule::Block),
+            (1 << 17, 2048, true, false, Schedule::Thread),
+            (16, 1 << 24, true, false, Schedule::Whole),
+            (16, 1 << 24, false, false, Schedule::Block),
+        ] {
+            let p = scan(segments, cols, rows, whole, None);
+            assert_eq!(
+                p.schedule, want,
+                "{segments} x {cols}, rows {rows}, whole {whole}"
+            );
+            assert_eq!(p, with_schedule(want, segments, 256, &H100));
+        }
+        // Forced schedules: Split is Whole for rows, Whole and Split are a block by offsets,
+        // a warp a thread or a block by the count of segments.
+        for (forced, rows, segments, want) in [
+            (Schedule::Split, true, 1u64 << 10, Schedule::Whole),
+            (Schedule::Whole, true, 1 << 20, Schedule::Whole),
+            (Schedule::Whole, false, 1 << 10, Schedule::Block),
+            (Schedule::Split, false, 1 << 10, Schedule::Block),
+            (Schedule::Warp, true, 1 << 20, Schedule::Thread),
+            (Schedule::Lanes, true, 1 << 10, Schedule::Block),
+            (Schedule::Thread, true, 16, Schedule::Thread),
+        ] {
+            let p = scan(segments, 4096, rows, true, Some(forced));
+            assert_eq!(p.schedule, want, "{forced:?} rows {rows} {segments}");
         }
     }
 

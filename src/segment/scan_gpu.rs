@@ -5,7 +5,7 @@ use super::by_key::RunCache;
 use super::gpu::{
     clear_long_list, launch_segments, long_list_layout, SegmentArgs, LONG_PASS_MIN_N,
 };
-use super::plan::{check_offsets_len, check_rows, plan, with_schedule, Schedule, SegmentPlan};
+use super::plan::{check_offsets_len, check_rows, plan_scan, Schedule, SegmentPlan};
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
@@ -144,10 +144,13 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     /// The device-wide scan's shape, whose tiles take the long segments (`long_fn`); `None`
     /// for accumulators too large for it (their long segments stay with their warps).
     long_shape: Option<ScanShape>,
+    /// The device-wide scan's shapes for rows on [`Schedule::Whole`], tiles halving from
+    /// `long_shape`'s ([`SegmentScanner::rows_shape`]); their kernels in `rows_fns`.
+    rows_shapes: Vec<ScanShape>,
     thread_fn: OnceLock<CudaFunction>,
     block_fn: OnceLock<CudaFunction>,
     long_fn: OnceLock<CudaFunction>,
-    rows_fn: OnceLock<CudaFunction>,
+    rows_fns: [OnceLock<CudaFunction>; ROWS_SHAPES],
     whole: OnceLock<Scanner<T, O>>,
     pub(super) runs: RunCache,
     _input: PhantomData<fn(T)>,
@@ -164,11 +167,33 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentScanner<T, O> {
     }
 }
 
-/// Warps of 32 segments a multiprocessor gets at least where the scan takes the thread
-/// schedule for what the reduction gives a warp ([`SegmentScanner::plan`]); with fewer
-/// segments, few warps would scan them all, one after another, and a block per segment is
-/// taken instead.
-const THREAD_FOR_WARP_WARPS: u64 = 4;
+/// Shapes at most for rows on [`Schedule::Whole`] ([`rows_shapes`]).
+const ROWS_SHAPES: usize = 4;
+
+/// The device-wide scan's shapes under `scan` for rows on [`Schedule::Whole`], tiles halving
+/// as long as they shrink: its own, then with half the bytes per thread down to 64, then
+/// with half the threads per block down to 64 (f32: 256 x 32, 256 x 16, 128 x 16, 64 x 16).
+/// Rows of 2048 f32 measured on an H100: 2890 GB/s on tiles of 128 x 16, 2676 on 256 x 8
+/// (BENCHMARKS.md, "Segments, eighth step"). Empty where the types have no device-wide
+/// shape.
+fn rows_shapes(sizes: TypeSizes, scan: &ScanConfig) -> Vec<ScanShape> {
+    let mut shapes: Vec<ScanShape> = Vec::with_capacity(ROWS_SHAPES);
+    let mut c = *scan;
+    while shapes.len() < ROWS_SHAPES {
+        match crate::scan::shape_for(sizes, &c) {
+            Ok(s) if shapes.last().map_or(true, |l| s.tile() < l.tile()) => shapes.push(s),
+            _ => break,
+        }
+        c = if c.get_bytes_per_thread() > 64 {
+            c.bytes_per_thread(c.get_bytes_per_thread() / 2)
+        } else if c.get_block() > 64 {
+            c.block(c.get_block() / 2)
+        } else {
+            break;
+        };
+    }
+    shapes
+}
 
 impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
@@ -181,8 +206,9 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             ScanAlgorithm::Blelloch,
             false,
         )?;
-        let long_shape =
-            crate::scan::shape_for(TypeSizes::of::<T, O>(), &ScanConfig::default()).ok();
+        let scan = config.get_scan();
+        let long_shape = crate::scan::shape_for(TypeSizes::of::<T, O>(), &scan).ok();
+        let rows_shapes = rows_shapes(TypeSizes::of::<T, O>(), &scan);
         let params = op.params();
         Ok(SegmentScanner {
             gpu,
@@ -193,10 +219,11 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             block: shape.block,
             items: shape.items,
             long_shape,
+            rows_shapes,
             thread_fn: OnceLock::new(),
             block_fn: OnceLock::new(),
             long_fn: OnceLock::new(),
-            rows_fn: OnceLock::new(),
+            rows_fns: Default::default(),
             whole: OnceLock::new(),
             runs: RunCache::default(),
             _input: PhantomData,
@@ -204,12 +231,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     }
 
     /// The plan for `segments` segments holding about `total` elements (`rows`: rows of a
-    /// matrix): the reduction's planner ([`plan`](super::plan)), with a thread where it would
-    /// give a warp and the segments give every multiprocessor four warps of 32 segments or
-    /// more (the thread schedule hands segments over 256 to the thread's warp, so a warp
-    /// scans its 32 lanes' segments in turn), and a block where it would give a warp to fewer
-    /// segments. Measured on an H100 against a block per segment, f32 inclusive sum, GB/s:
-    /// 2^18 rows of 1024 1593 -> 2252, 2^15 of 8192 2095 -> 2220, 2^21 of 128 224 -> 417.
+    /// matrix): [`plan_scan`] on this GPU, with this scanner's forced schedule if any.
     ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
@@ -217,27 +239,20 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// // On an H100 (132 multiprocessors): a thread from 32 * 4 * 132 segments.
     /// assert_eq!(s.plan(1 << 15, 1 << 25, true).schedule, cufold::segment::Schedule::Thread);
     /// assert_eq!(s.plan(1 << 12, 1 << 22, true).schedule, cufold::segment::Schedule::Block);
-    /// assert_eq!(s.plan(1 << 10, 1 << 24, true).schedule, cufold::segment::Schedule::Block);
+    /// // Rows of 2048 or more: the device-wide scan's tiles, every row in one launch.
+    /// assert_eq!(s.plan(1 << 10, 1 << 24, true).schedule, cufold::segment::Schedule::Whole);
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn plan(&self, segments: u64, total: u64, rows: bool) -> SegmentPlan {
-        let dev = &self.gpu.inner.props;
-        let schedule = match self.config.get_schedule() {
-            Some(Schedule::Whole | Schedule::Split) if !rows => Schedule::Block,
-            Some(s) => s,
-            None => plan(segments, total, rows, self.block, dev).schedule,
-        };
-        let schedule = match schedule {
-            Schedule::Warp | Schedule::Lanes
-                if segments >= THREAD_FOR_WARP_WARPS * 32 * dev.sm_count as u64 =>
-            {
-                Schedule::Thread
-            }
-            Schedule::Warp | Schedule::Lanes => Schedule::Block,
-            Schedule::Split => Schedule::Whole,
-            s => s,
-        };
-        with_schedule(schedule, segments, self.block, dev)
+        plan_scan(
+            segments,
+            total,
+            rows,
+            self.long_shape.is_some(),
+            self.config.get_schedule(),
+            self.block,
+            &self.gpu.inner.props,
+        )
     }
 
     /// Enqueues the scan of every row of `rows` in `x` into `y`, packed (`rows * cols`
@@ -290,9 +305,9 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         let (x_ptr, _x_guard) = x.device_ptr(stream);
         let (y_ptr, _y_guard) = y.device_ptr_mut(stream);
         if plan.schedule == Schedule::Whole {
-            if let (Some(shape), true) = (self.long_shape, rows.rows > 1) {
+            if let (Some(k), true) = (self.rows_shape(rows.cols as u64), rows.rows > 1) {
                 // SAFETY: rows checked against x; y holds rows * cols outputs.
-                return unsafe { self.scan_rows_whole(x_ptr, rows, y_ptr, kind, &shape) };
+                return unsafe { self.scan_rows_whole(x_ptr, rows, y_ptr, kind, k) };
             }
             let scanner = self.whole()?;
             let (t, o) = (
@@ -396,9 +411,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         rows: Rows,
         y_ptr: u64,
         kind: ScanKind,
-        shape: &ScanShape,
+        k: usize,
     ) -> Result<()> {
-        let rows_fn = get_or_try(&self.rows_fn, || {
+        let shape = &self.rows_shapes[k];
+        let rows_fn = get_or_try(&self.rows_fns[k], || {
             crate::scan::long_kernel(
                 &self.gpu,
                 "cf_scan_rows",
@@ -456,7 +472,23 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
 
     /// The whole-array scanner, for rows or runs long and few enough to take it one by one.
     pub(super) fn whole(&self) -> Result<&Scanner<T, O>> {
-        get_or_try(&self.whole, || self.gpu.scanner::<T, O>(self.op))
+        get_or_try(&self.whole, || {
+            self.gpu
+                .scanner_with::<T, O>(self.op, self.config.get_scan())
+        })
+    }
+
+    /// Which of `rows_shapes` scans rows of `cols` on [`Schedule::Whole`]: the largest tile
+    /// that a row fills (so that no block of a row's last tile stands mostly idle), else
+    /// the smallest; `None` where the types have no device-wide shape.
+    fn rows_shape(&self, cols: u64) -> Option<usize> {
+        let last = self.rows_shapes.len().checked_sub(1)?;
+        Some(
+            self.rows_shapes
+                .iter()
+                .position(|s| s.tile() <= cols)
+                .unwrap_or(last),
+        )
     }
 
     /// # Safety
@@ -615,5 +647,47 @@ impl Gpu {
         config: SegmentConfig,
     ) -> Result<SegmentScanner<T, O>> {
         SegmentScanner::new(self.clone(), op, config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_take_tiles_halving_to_64_bytes_then_64_threads() {
+        let tiles = |sizes, scan: ScanConfig| -> Vec<(u32, u32)> {
+            rows_shapes(sizes, &scan)
+                .iter()
+                .map(|s| (s.block, s.items))
+                .collect()
+        };
+        let f32s = TypeSizes::uniform(4);
+        assert_eq!(
+            tiles(f32s, ScanConfig::default()),
+            [(256, 32), (256, 16), (128, 16), (64, 16)]
+        );
+        assert_eq!(
+            tiles(f32s, ScanConfig::default().block(128)),
+            [(128, 32), (128, 16), (64, 16)]
+        );
+        // 32 bytes a thread: kept, the block halves.
+        assert_eq!(
+            tiles(f32s, ScanConfig::default().bytes_per_thread(32)),
+            [(256, 8), (128, 8), (64, 8)]
+        );
+        assert_eq!(
+            tiles(TypeSizes::uniform(8), ScanConfig::default()),
+            [(256, 16), (256, 8), (128, 8), (64, 8)]
+        );
+        // Every shape is the device-wide scan's under that configuration, the first its own.
+        let first = rows_shapes(f32s, &ScanConfig::default())[0];
+        assert_eq!(
+            first,
+            crate::scan::shape_for(f32s, &ScanConfig::default()).unwrap()
+        );
+        assert!(rows_shapes(f32s, &ScanConfig::default())
+            .iter()
+            .all(|s| s.resident));
     }
 }
