@@ -9,9 +9,10 @@
 //   thread   ITEMS contiguous positions (io.cuh, staged through shared memory): up-sweep in
 //            registers (thread.cuh), the tree of the run. Two data paths: the run held in
 //            registers from its load to its store, or (CF_STAGING == 2, ScanShape::resident)
-//            the tile resident in shared memory and the run taken in pieces of eight, its
-//            tree the tree of the pieces' trees, so that a waiting tile holds few registers
-//            and six blocks share a multiprocessor where four did
+//            the tile resident in shared memory and the run taken in pieces of eight (four
+//            for 8-byte accumulators), its tree the tree of the pieces' trees, so that a
+//            waiting tile holds few registers and six blocks share a multiprocessor where
+//            four did (CF_MIN_BLOCKS)
 //   block    BlockScan (block.cuh) over the runs' trees: the tile's tree, its leaf
 //   grid     the tile's exclusive prefix P_t, the left fold of the trees over the aligned
 //            blocks of tiles that make up [0, t) (cf::look_back, lookback.cuh):

@@ -158,9 +158,9 @@ const MAX_ITEMS: usize = 32;
 /// Shared memory of one multiprocessor (an H100's), and what the system takes per block.
 const SM_SHARED: usize = 228 * 1024;
 const SHARED_PER_BLOCK_RESERVED: usize = 1024;
-/// Threads per multiprocessor a resident shape aims at (40 registers each), as many as the
-/// shared memory holds, and the fewest it takes (48 registers each, five blocks of 256:
-/// 8-byte values, whose six blocks do not fit).
+/// Threads per multiprocessor a resident shape aims at (40 registers each; fewer where the
+/// shared memory holds fewer blocks), and the fewest it takes (48 registers each: five
+/// blocks of 256, as for f64 with the default block scan, whose six do not fit).
 const RESIDENT_THREADS: u32 = 1536;
 const RESIDENT_MIN_THREADS: u32 = 1280;
 /// The largest accumulator whose tiles stay resident by default
