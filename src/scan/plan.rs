@@ -237,8 +237,10 @@ impl ScanShape {
                 ..shape
             };
             let smem = resident.shared_bytes(sizes);
-            let fit = SM_SHARED / (smem + SHARED_PER_BLOCK_RESERVED);
-            resident.min_blocks = (RESIDENT_THREADS / block).max(1).min(fit as u32);
+            let blocks_in_shared = SM_SHARED / (smem + SHARED_PER_BLOCK_RESERVED);
+            resident.min_blocks = (RESIDENT_THREADS / block)
+                .max(1)
+                .min(blocks_in_shared as u32);
             let fewest = RESIDENT_MIN_THREADS
                 .div_ceil(block)
                 .min(RESIDENT_THREADS / block)

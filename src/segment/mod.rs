@@ -188,8 +188,8 @@ impl SegmentConfig {
     }
 
     /// The device-wide scan's configuration, for the tiles a segmented scan takes from it:
-    /// rows on [`Schedule::Whole`] (with fewer bytes per thread where a row is shorter than
-    /// a tile) and the longest ragged segments (default [`ScanConfig::default`]; reductions
+    /// rows on [`Schedule::Whole`] (with smaller tiles where a row is shorter than its tile)
+    /// and the longest ragged segments (default [`ScanConfig::default`]; reductions
     /// ignore it). Like every setting, it changes the speed, never the result.
     ///
     /// ```

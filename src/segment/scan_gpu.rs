@@ -141,12 +141,11 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     config: SegmentConfig,
     block: u32,
     items: u32,
-    /// The device-wide scan's shape, whose tiles take the long segments (`long_fn`); `None`
+    /// The device-wide scan's shapes ([`tile_shapes`]): the first its own, whose tiles take
+    /// the long segments ([`SegmentScanner::long_shape`]), then smaller tiles for rows on
+    /// [`Schedule::Whole`] ([`SegmentScanner::rows_shape`], kernels in `rows_fns`). Empty
     /// for accumulators too large for it (their long segments stay with their warps).
-    long_shape: Option<ScanShape>,
-    /// The device-wide scan's shapes for rows on [`Schedule::Whole`], tiles halving from
-    /// `long_shape`'s ([`SegmentScanner::rows_shape`]); their kernels in `rows_fns`.
-    rows_shapes: Vec<ScanShape>,
+    tile_shapes: Vec<ScanShape>,
     thread_fn: OnceLock<CudaFunction>,
     block_fn: OnceLock<CudaFunction>,
     long_fn: OnceLock<CudaFunction>,
@@ -167,7 +166,7 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentScanner<T, O> {
     }
 }
 
-/// Shapes at most for rows on [`Schedule::Whole`] ([`rows_shapes`]).
+/// Shapes at most for rows on [`Schedule::Whole`] ([`tile_shapes`]).
 const ROWS_SHAPES: usize = 4;
 
 /// The device-wide scan's shapes under `scan` for rows on [`Schedule::Whole`], tiles halving
@@ -176,7 +175,7 @@ const ROWS_SHAPES: usize = 4;
 /// Rows of 2048 f32 measured on an H100: 2890 GB/s on tiles of 128 x 16, 2676 on 256 x 8
 /// (BENCHMARKS.md, "Segments, eighth step"). Empty where the types have no device-wide
 /// shape.
-fn rows_shapes(sizes: TypeSizes, scan: &ScanConfig) -> Vec<ScanShape> {
+fn tile_shapes(sizes: TypeSizes, scan: &ScanConfig) -> Vec<ScanShape> {
     let mut shapes: Vec<ScanShape> = Vec::with_capacity(ROWS_SHAPES);
     let mut c = *scan;
     while shapes.len() < ROWS_SHAPES {
@@ -206,9 +205,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             ScanAlgorithm::Blelloch,
             false,
         )?;
-        let scan = config.get_scan();
-        let long_shape = crate::scan::shape_for(TypeSizes::of::<T, O>(), &scan).ok();
-        let rows_shapes = rows_shapes(TypeSizes::of::<T, O>(), &scan);
+        let tile_shapes = tile_shapes(TypeSizes::of::<T, O>(), &config.get_scan());
         let params = op.params();
         Ok(SegmentScanner {
             gpu,
@@ -218,8 +215,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             config,
             block: shape.block,
             items: shape.items,
-            long_shape,
-            rows_shapes,
+            tile_shapes,
             thread_fn: OnceLock::new(),
             block_fn: OnceLock::new(),
             long_fn: OnceLock::new(),
@@ -248,7 +244,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             segments,
             total,
             rows,
-            self.long_shape.is_some(),
+            self.long_shape().is_some(),
             self.config.get_schedule(),
             self.block,
             &self.gpu.inner.props,
@@ -413,7 +409,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         kind: ScanKind,
         k: usize,
     ) -> Result<()> {
-        let shape = &self.rows_shapes[k];
+        let shape = &self.tile_shapes[k];
         let rows_fn = get_or_try(&self.rows_fns[k], || {
             crate::scan::long_kernel(
                 &self.gpu,
@@ -478,13 +474,19 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         })
     }
 
-    /// Which of `rows_shapes` scans rows of `cols` on [`Schedule::Whole`]: the largest tile
+    /// The device-wide scan's own shape, whose tiles take the long segments (`long_fn`);
+    /// `None` for accumulators too large for it.
+    fn long_shape(&self) -> Option<ScanShape> {
+        self.tile_shapes.first().copied()
+    }
+
+    /// Which of `tile_shapes` scans rows of `cols` on [`Schedule::Whole`]: the largest tile
     /// that a row fills (so that no block of a row's last tile stands mostly idle), else
     /// the smallest; `None` where the types have no device-wide shape.
     fn rows_shape(&self, cols: u64) -> Option<usize> {
-        let last = self.rows_shapes.len().checked_sub(1)?;
+        let last = self.tile_shapes.len().checked_sub(1)?;
         Some(
-            self.rows_shapes
+            self.tile_shapes
                 .iter()
                 .position(|s| s.tile() <= cols)
                 .unwrap_or(last),
@@ -505,7 +507,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             _ => (&self.block_fn, self.block),
         };
         // Without a long shape the thread kernel gets no list, and this number is unused.
-        let long_tile = self.long_shape.map_or(1 << 13, |s| s.tile());
+        let long_tile = self.long_shape().map_or(1 << 13, |s| s.tile());
         let f = get_or_try(cell, || {
             let cuda = self.op.cuda();
             self.gpu.kernel(
@@ -543,7 +545,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 )
             }
         };
-        let long_shape = match self.long_shape {
+        let long_shape = match self.long_shape() {
             Some(s)
                 if plan.schedule == Schedule::Thread
                     && args.off_ptr != 0
@@ -657,7 +659,7 @@ mod tests {
     #[test]
     fn rows_take_tiles_halving_to_64_bytes_then_64_threads() {
         let tiles = |sizes, scan: ScanConfig| -> Vec<(u32, u32)> {
-            rows_shapes(sizes, &scan)
+            tile_shapes(sizes, &scan)
                 .iter()
                 .map(|s| (s.block, s.items))
                 .collect()
@@ -681,12 +683,12 @@ mod tests {
             [(256, 16), (256, 8), (128, 8), (64, 8)]
         );
         // Every shape is the device-wide scan's under that configuration, the first its own.
-        let first = rows_shapes(f32s, &ScanConfig::default())[0];
+        let first = tile_shapes(f32s, &ScanConfig::default())[0];
         assert_eq!(
             first,
             crate::scan::shape_for(f32s, &ScanConfig::default()).unwrap()
         );
-        assert!(rows_shapes(f32s, &ScanConfig::default())
+        assert!(tile_shapes(f32s, &ScanConfig::default())
             .iter()
             .all(|s| s.resident));
     }
