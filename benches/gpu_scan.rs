@@ -23,6 +23,8 @@ use common::{generate, median_ms, Data};
 
 const ALL_OPS: &str = "cumsum,affine";
 const ALL_DTYPES: &str = "f32,f64,i32";
+/// Also f16 (f32 accumulators), on request.
+const DTYPES: [&str; 4] = ["f32", "f64", "i32", "f16"];
 
 /// A block-level scan algorithm, as the command line names it.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -64,7 +66,7 @@ struct Args {
     ops: Vec<String>,
     /// The element types.
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = ALL_DTYPES,
-          value_parser = clap::builder::PossibleValuesParser::new(ALL_DTYPES.split(',')))]
+          value_parser = clap::builder::PossibleValuesParser::new(DTYPES))]
     dtypes: Vec<String>,
     /// log2 of the input sizes.
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = "20,24,28")]
@@ -90,6 +92,11 @@ struct Args {
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
           default_values_t = [ScanConfig::default().get_resident() as u8])]
     resident: Vec<u8>,
+    /// Bytes of input from which scans take the large tiles (ScanConfig::large_from; 0:
+    /// always, 18446744073709551615: never).
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
+          default_values_t = [ScanConfig::default().get_large_from()])]
+    large_from: Vec<u64>,
     /// Event-timed launches per measurement (the median is reported).
     #[arg(long, default_value_t = 50)]
     reps: usize,
@@ -178,34 +185,39 @@ fn run<T: Data, O: Operator<T>>(
                     } else {
                         config
                     };
-                    let (ms, ok) = time(base, config, &x, &want, op, a.reps)?;
-                    all_ok &= ok;
-                    let shape = base.scanner_with::<T, O>(op, config)?.shape();
-                    let config = format!(
-                        "{algo:?}/{}x{}{}",
-                        shape.block,
-                        shape.items,
-                        if shape.resident {
-                            "/resident"
-                        } else if shape.staging {
-                            "/staged"
-                        } else {
-                            ""
-                        }
-                    );
-                    let gbs = (2 * n * std::mem::size_of::<T>()) as f64 / (ms * 1e-3) / 1e9;
-                    println!(
+                    for &large_from in &a.large_from {
+                        let config = config.large_from(large_from);
+                        let (ms, ok) = time(base, config, &x, &want, op, a.reps)?;
+                        all_ok &= ok;
+                        let shape = base
+                            .scanner_with::<T, O>(op, config)?
+                            .shape_for_len(n as u64);
+                        let config = format!(
+                            "{algo:?}/{}x{}{}",
+                            shape.block,
+                            shape.items,
+                            if shape.resident {
+                                "/resident"
+                            } else if shape.staging {
+                                "/staged"
+                            } else {
+                                ""
+                            }
+                        );
+                        let gbs = (2 * n * std::mem::size_of::<T>()) as f64 / (ms * 1e-3) / 1e9;
+                        println!(
                         "cufold  {name:7} {dtype:4} 2^{lg:<3} {config:22} {ms:9.4} ms {gbs:8.1} GB/s{}",
                         if ok { "" } else { "  MISMATCH" }
                     );
-                    rows.push(Row {
-                        op: name.into(),
-                        dtype: dtype.into(),
-                        n,
-                        config,
-                        ms,
-                        gbs,
-                    });
+                        rows.push(Row {
+                            op: name.into(),
+                            dtype: dtype.into(),
+                            n,
+                            config,
+                            ms,
+                            gbs,
+                        });
+                    }
                 }
             }
         }
@@ -236,6 +248,7 @@ fn main() -> Res<()> {
                 ("cumsum", "f32") => run::<f32, _>(&gpu, &a, Sum, op, d, &mut rows)?,
                 ("cumsum", "f64") => run::<f64, _>(&gpu, &a, Sum, op, d, &mut rows)?,
                 ("cumsum", "i32") => run::<i32, _>(&gpu, &a, Sum, op, d, &mut rows)?,
+                ("cumsum", "f16") => run::<half::f16, _>(&gpu, &a, Sum, op, d, &mut rows)?,
                 ("affine", "f32") => run::<Affine<f32>, _>(&gpu, &a, Compose, op, d, &mut rows)?,
                 ("affine", "f64") => run::<Affine<f64>, _>(&gpu, &a, Compose, op, d, &mut rows)?,
                 ("affine", _) => continue,

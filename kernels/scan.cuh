@@ -56,7 +56,8 @@
 // 1: staged runs in registers, 2: resident tiles), CF_MIN_BLOCKS, CF_CHUNK, and the two
 // numbers the host computed from its side of the contract, checked
 // here: CF_SLOT_WORDS (64-bit words per published accumulator) and CF_SHARED_BYTES
-// (ScanShape::shared_bytes, the static shared memory the planner budgets for); and
+// (ScanShape::shared_bytes, the shared memory the planner budgets for, static and the
+// resident tile's dynamic); and
 // CF_OP_BYTES, the size of the operator's run-time parameters (0 for none).
 typedef CF_OP cf_op_t;
 typedef cf_op_t::In cf_in_t;
@@ -155,8 +156,8 @@ __device__ __forceinline__ bool cf_early_look(const cf::NodeSlots<cf_acc_t>& nod
     return tiles > 1 && threadIdx.x < 32 && cf::big_block(t, threadIdx.x, node) && nodes.try_get(node, early);
 }
 
-// The static shared memory ScanShape::shared_bytes budgets for: cf_tile_middle's, the data
-// path's PATH bytes, and cf_take_ticket's tile_id and launch_epoch.
+// The shared memory ScanShape::shared_bytes budgets for: cf_tile_middle's, the data path's
+// PATH bytes (dynamic on the resident path), and cf_take_ticket's tile_id and launch_epoch.
 template <unsigned long long PATH> __device__ __forceinline__ void cf_check_shared() {
     constexpr unsigned long long MIDDLE =
         sizeof(cf_block_scan_t::Storage) + (CF_BLOCK + 1 + 1 + 32 + CF_CHUNK) * sizeof(cf_acc_t) + sizeof(bool);
@@ -188,9 +189,11 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
     constexpr int S0 = 16 / (int)sizeof(cf_in_t) > SA ? 16 / (int)sizeof(cf_in_t) : SA;
     constexpr int S = S0 < J ? S0 : J;
     constexpr int M = J / S;
-    __shared__ uint4 resident[CF_BLOCK / 32][32 * R];
-    cf_check_shared<sizeof(resident)>();
-    uint4* wstage = resident[threadIdx.x >> 5];
+    // Dynamic shared memory (ScanShape::dynamic_bytes, passed by every launch), so that a
+    // tile may pass the 48 KiB a kernel declares statically.
+    extern __shared__ uint4 cf_resident[];
+    cf_check_shared<(unsigned long long)CF_BLOCK * R * 16>();
+    uint4* wstage = cf_resident + (threadIdx.x >> 5) * (32 * R);
     const cf::u64 pos = t * TILE + (cf::u64)threadIdx.x * J;
 
     const bool async = cf::load_resident<J>(x, n, pos, (mode & CF_SCAN_X_ALIGNED) != 0, wstage);

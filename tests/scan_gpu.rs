@@ -156,17 +156,28 @@ where
     let g = gpu();
     // 8-byte accumulators only where admitted (ScanConfig::resident_acc_bytes).
     let on = ScanConfig::default().resident_acc_bytes(8);
-    let scanners = [on, on.resident(false)]
-        .map(|config| (config, g.scanner_with::<T, O>(op, config).unwrap()));
+    // The third: large tiles at every length (ScanConfig::large_from).
+    let scanners = [
+        on.large_from(u64::MAX),
+        on.resident(false),
+        on.large_from(0),
+    ]
+    .map(|config| (config, g.scanner_with::<T, O>(op, config).unwrap()));
     let (resident, registers) = (scanners[0].1.shape(), scanners[1].1.shape());
     assert!(
         resident.resident && resident.min_blocks > 1,
         "{what}: {resident:?}"
     );
     assert!(!registers.resident, "{what}: {registers:?}");
-    for n in tiered(SIZES, FULL_SIZES)
-        .into_iter()
-        .chain([8191, 8193, 65_537])
+    let large = scanners[2].1.shape_for_len(1);
+    assert!(
+        large.resident && large.min_blocks == 3 && large.tile() > resident.tile(),
+        "{what}: {large:?}"
+    );
+    for n in
+        tiered(SIZES, FULL_SIZES)
+            .into_iter()
+            .chain([8191, 8193, 65_537, 196_613, (1 << 20) + 7])
     {
         let host: Vec<T> = data(n + 3, s ^ n as u64);
         let dev = upload(g, &host);

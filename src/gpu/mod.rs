@@ -129,6 +129,8 @@ pub struct KernelStats {
 pub(crate) struct Inner {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) props: DeviceProps,
+    /// Shared memory of one multiprocessor, in bytes (the large scan tiles' check).
+    pub(crate) shared_per_sm: usize,
     pub(crate) arch: String,
     name: String,
     opts: GpuOptions,
@@ -202,6 +204,8 @@ impl Gpu {
             max_threads_per_sm: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?
                 as u32,
         };
+        let shared_per_sm =
+            attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as usize;
         let (major, minor) = ctx
             .compute_capability()
             .map_err(|e| Error::driver("reading the compute capability", e))?;
@@ -210,6 +214,7 @@ impl Gpu {
             inner: Arc::new(Inner {
                 stream: stream.clone(),
                 props,
+                shared_per_sm,
                 arch: format!("sm_{major}{minor}"),
                 name,
                 opts,

@@ -112,9 +112,43 @@ pub(crate) fn long_kernel(
     sizes: TypeSizes,
     shape: &ScanShape,
 ) -> Result<CudaFunction> {
-    gpu.kernel(name, op, &(*shape, param_bytes), || {
+    let f = gpu.kernel(name, op, &(*shape, param_bytes), || {
         long_source(op, param_bytes, sizes, shape)
-    })
+    })?;
+    allow_dynamic_shared(&f, shape, sizes)?;
+    Ok(f)
+}
+
+/// Lets `function`, a scan kernel of `shape` for these type `sizes`, take the dynamic
+/// shared memory its launches pass ([`ScanShape::dynamic_bytes`], the resident tile: past
+/// 48 KiB a kernel must ask for it). Errors if the device has less to give.
+pub(crate) fn allow_dynamic_shared(
+    function: &CudaFunction,
+    shape: &ScanShape,
+    sizes: TypeSizes,
+) -> Result<()> {
+    let bytes = shape.dynamic_bytes(sizes);
+    if bytes == 0 {
+        return Ok(());
+    }
+    use cudarc::driver::sys::CUfunction_attribute as A;
+    function
+        .set_attribute(
+            A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as i32,
+        )
+        .map_err(|e| {
+            Error::driver(
+                &format!(
+                    "letting the scan kernel take {} bytes of shared memory (block {}, {} items \
+                     a thread): use a smaller ScanConfig block or bytes_per_thread on this GPU",
+                    shape.shared_bytes(sizes),
+                    shape.block,
+                    shape.items
+                ),
+                e,
+            )
+        })
 }
 
 /// The source of [`long_kernel`].
@@ -188,7 +222,18 @@ pub struct Scanner<T: DeviceValue, O: Operator<T>> {
     param_bytes: usize,
     shape: ScanShape,
     function: CudaFunction,
+    large: Option<Large>,
     _input: PhantomData<fn(T)>,
+}
+
+/// A scanner's large tiles ([`ScanConfig::large_from`]): their shape, the input bytes from
+/// which they are taken, and their kernel, compiled on first use (shared by the scanner's
+/// clones).
+#[derive(Clone)]
+struct Large {
+    shape: ScanShape,
+    from: u64,
+    function: std::sync::Arc<std::sync::OnceLock<CudaFunction>>,
 }
 
 /// A scanner's compiled kernel and shape (what [`Gpu::scan`] keeps per operator type; no
@@ -197,6 +242,7 @@ struct ScanKernel<T, O> {
     shape: ScanShape,
     param_bytes: usize,
     function: CudaFunction,
+    large: Option<Large>,
     _types: PhantomData<fn(T, O)>,
 }
 
@@ -206,6 +252,7 @@ impl<T, O> Clone for ScanKernel<T, O> {
             shape: self.shape,
             param_bytes: self.param_bytes,
             function: self.function.clone(),
+            large: self.large.clone(),
             _types: PhantomData,
         }
     }
@@ -233,6 +280,16 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         let function = gpu.kernel("cf_scan", &cuda, &(shape, param_bytes), || {
             kernel_source(&cuda, param_bytes, sizes, &shape)
         })?;
+        allow_dynamic_shared(&function, &shape, sizes)?;
+        let large = (config.get_staging() && config.get_resident())
+            .then(|| ScanShape::large(sizes, config.get_algorithm(), gpu.inner.shared_per_sm))
+            .flatten()
+            .filter(|l| *l != shape && config.get_large_from() < u64::MAX)
+            .map(|l| Large {
+                shape: l,
+                from: config.get_large_from(),
+                function: Default::default(),
+            });
         Ok(Scanner {
             gpu,
             op,
@@ -240,6 +297,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             param_bytes,
             shape,
             function,
+            large,
             _input: PhantomData,
         })
     }
@@ -250,6 +308,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             shape: self.shape,
             param_bytes: self.param_bytes,
             function: self.function.clone(),
+            large: self.large.clone(),
             _types: PhantomData,
         }
     }
@@ -264,6 +323,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             param_bytes: k.param_bytes,
             shape: k.shape,
             function: k.function,
+            large: k.large,
             _input: PhantomData,
         })
     }
@@ -289,6 +349,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             param_bytes: self.param_bytes,
             shape: self.shape,
             function: self.function.clone(),
+            large: self.large.clone(),
             _input: PhantomData,
         })
     }
@@ -326,7 +387,47 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn plan(&self, n: u64) -> Result<ScanPlan> {
-        plan(n, &self.shape)
+        plan(n, &self.shape_for_len(n))
+    }
+
+    /// The shape a scan of `n` elements takes: the large tiles' from
+    /// [`ScanConfig::large_from`] bytes of input, else [`Scanner::shape`].
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let s = gpu.scanner::<f32, _>(cufold::ops::Sum)?;
+    /// assert_eq!(s.shape_for_len(1000), s.shape());
+    /// assert_eq!(s.shape_for_len(1 << 28).tile(), 16384); // 64 KiB of f32 on an H100
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn shape_for_len(&self, n: u64) -> ScanShape {
+        self.large_for(n).map_or(self.shape, |l| l.shape)
+    }
+
+    /// The large tiles, where a scan of `n` elements takes them.
+    fn large_for(&self, n: u64) -> Option<&Large> {
+        let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
+        self.large.as_ref().filter(|l| bytes >= l.from)
+    }
+
+    /// The shape and kernel a scan of `n` elements launches (compiling the large tiles'
+    /// kernel on first use).
+    fn kernel_for(&self, n: u64) -> Result<(ScanShape, &CudaFunction)> {
+        let Some(l) = self.large_for(n) else {
+            return Ok((self.shape, &self.function));
+        };
+        let f = crate::gpu::get_or_try(&l.function, || {
+            let sizes = TypeSizes::of::<T, O>();
+            let cuda = self.op.cuda();
+            let f = self
+                .gpu
+                .kernel("cf_scan", &cuda, &(l.shape, self.param_bytes), || {
+                    kernel_source(&cuda, self.param_bytes, sizes, &l.shape)
+                })?;
+            allow_dynamic_shared(&f, &l.shape, sizes)?;
+            Ok(f)
+        })?;
+        Ok((l.shape, f))
     }
 
     /// Enqueues the inclusive scan of `x` into `out` (the same length): output `i` is
@@ -432,7 +533,8 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         if n == 0 {
             return Ok(());
         }
-        let plan = self.plan(n)?;
+        let (shape, function) = self.kernel_for(n)?;
+        let plan = plan(n, &shape)?;
         let inner = &self.gpu.inner;
         let stream = &inner.stream;
         let mut mode = 0;
@@ -450,8 +552,8 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         }
         let cfg = LaunchConfig {
             grid_dim: (plan.tiles as u32, 1, 1),
-            block_dim: (self.shape.block, 1, 1),
-            shared_mem_bytes: 0,
+            block_dim: (shape.block, 1, 1),
+            shared_mem_bytes: shape.dynamic_bytes(TypeSizes::of::<T, O>()) as u32,
         };
         let slot_bytes = if plan.tiles > 1 {
             look_back_bytes(plan.tiles, std::mem::size_of::<O::Acc>())
@@ -462,7 +564,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         arena.with_lease(stream, slot_bytes, 0, |lease| {
             let leaves = lease.slots;
             let nodes = leaves + slot_bytes as u64 / 2;
-            let mut launch = stream.launch_builder(&self.function);
+            let mut launch = stream.launch_builder(function);
             launch
                 .arg(&x_ptr)
                 .arg(&y_ptr)

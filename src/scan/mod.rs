@@ -55,6 +55,7 @@ pub struct ScanConfig {
     staging: bool,
     resident: bool,
     resident_acc_bytes: u32,
+    large_from: u64,
 }
 
 impl Default for ScanConfig {
@@ -66,6 +67,7 @@ impl Default for ScanConfig {
             staging: true,
             resident: true,
             resident_acc_bytes: 4,
+            large_from: 1 << 26,
         }
     }
 }
@@ -201,5 +203,35 @@ impl ScanConfig {
     /// ```
     pub fn get_resident_acc_bytes(&self) -> u32 {
         self.resident_acc_bytes
+    }
+
+    /// Bytes of input from which a scan takes the large tiles (default 64 MiB; `u64::MAX`:
+    /// never): resident tiles of 64 KiB, three blocks to a multiprocessor, compiled on first
+    /// use ([`ScanShape::large`], which also says which types have them). Below, the shape of
+    /// the other settings, whose smaller tiles finish small inputs sooner. The bits are the
+    /// same on both (the canonical grouping does not depend on the tile). Needs staging and
+    /// resident tiles on.
+    ///
+    /// Measured on an H100 (BENCHMARKS.md, "Large tiles"): f32 inclusive sums at 2^28, 2614
+    /// GB/s on large tiles, 2490 on the default's; at 2^16, 14.3 µs on large tiles, 12.6 on
+    /// the default's; even at 2^24 (64 MiB).
+    ///
+    /// ```
+    /// use cufold::scan::ScanConfig;
+    /// assert_eq!(ScanConfig::default().get_large_from(), 1 << 26);
+    /// assert_eq!(ScanConfig::default().large_from(0).get_large_from(), 0); // always
+    /// ```
+    pub fn large_from(mut self, bytes: u64) -> Self {
+        self.large_from = bytes;
+        self
+    }
+
+    /// Bytes of input from which this configuration takes the large tiles.
+    ///
+    /// ```
+    /// assert_eq!(cufold::scan::ScanConfig::default().large_from(u64::MAX).get_large_from(), u64::MAX);
+    /// ```
+    pub fn get_large_from(&self) -> u64 {
+        self.large_from
     }
 }

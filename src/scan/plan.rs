@@ -110,7 +110,8 @@ impl TypeSizes {
 pub struct ScanShape {
     /// Threads per block: a power of two from 32 to 1024.
     pub block: u32,
-    /// Contiguous positions per thread: a power of two from 1 to 32.
+    /// Contiguous positions per thread: a power of two from 1 to 32 (to 128 on the resident
+    /// path of [`ScanShape::large`]).
     pub items: u32,
     /// The block-level algorithm.
     pub algorithm: ScanAlgorithm,
@@ -125,8 +126,9 @@ pub struct ScanShape {
     /// multiprocessor where four did. The planner takes it for accumulators of at most 4
     /// bytes (8 where [`ScanConfig::resident_acc_bytes`] admits them), inputs and outputs of
     /// one size (a power of two up to 16 bytes) and a block that leaves room for at least
-    /// 1280 threads' blocks in 228 KiB of shared memory (an H100's); elsewhere the staged
-    /// path holds the runs in registers.
+    /// 1280 threads' blocks, or three of 64 KiB of values, in 228 KiB of shared memory (an
+    /// H100's); elsewhere the staged path holds the runs in registers. The resident tile is
+    /// dynamic shared memory ([`ScanShape::dynamic_bytes`]), so it may pass 48 KiB.
     ///
     /// [`ScanConfig::resident_acc_bytes`]: super::ScanConfig::resident_acc_bytes
     pub resident: bool,
@@ -158,6 +160,17 @@ const MAX_ITEMS: usize = 32;
 /// Shared memory of one multiprocessor (an H100's), and what the system takes per block.
 const SM_SHARED: usize = 228 * 1024;
 const SHARED_PER_BLOCK_RESERVED: usize = 1024;
+/// The most shared memory a block may take, static and dynamic (an H100's opt-in limit).
+const MAX_SHARED_OPTIN: usize = 227 * 1024;
+/// The most contiguous positions one thread scans on a large shape's resident path.
+const LARGE_MAX_ITEMS: usize = 128;
+/// Input bytes of a large tile ([`ScanShape::large`]), and the blocks of it that share a
+/// multiprocessor.
+const LARGE_TILE_BYTES: usize = 64 * 1024;
+const LARGE_BLOCKS: u32 = 3;
+/// Resident tiles in flight per multiprocessor that stand in for RESIDENT_MIN_THREADS (three
+/// blocks of 64 KiB: f32 on 512 x 32 or 256 x 64, f64 on 256 x 32).
+const RESIDENT_MIN_IN_FLIGHT: usize = 192 * 1024;
 /// Threads per multiprocessor a resident shape aims at (40 registers each; fewer where the
 /// shared memory holds fewer blocks), and the fewest it takes (48 registers each: five
 /// blocks of 256, as for f64 with the default block scan, whose six do not fit).
@@ -200,11 +213,13 @@ impl ScanShape {
             algorithm,
             staging,
             RESIDENT_ACC,
+            MAX_ITEMS,
         )
     }
 
     /// [`ScanShape::for_sizes`], with resident tiles only for accumulators of at most
-    /// `resident_acc` bytes (0: never).
+    /// `resident_acc` bytes (0: never), and runs of up to `max_resident_items` values on the
+    /// resident path (32 elsewhere).
     pub(crate) fn build(
         sizes: TypeSizes,
         block: u32,
@@ -212,15 +227,15 @@ impl ScanShape {
         algorithm: ScanAlgorithm,
         staging: bool,
         resident_acc: usize,
+        max_resident_items: usize,
     ) -> Result<ScanShape> {
         check_block(block)?;
         let fit = |bytes: usize, size: usize| {
             let k = (bytes / size.max(1)).max(1);
             1usize << k.ilog2()
         };
-        let items = fit(bytes_per_thread, sizes.input)
-            .min(fit(2 * bytes_per_thread, sizes.acc))
-            .min(MAX_ITEMS);
+        let wanted = fit(bytes_per_thread, sizes.input).min(fit(2 * bytes_per_thread, sizes.acc));
+        let items = wanted.min(MAX_ITEMS);
         let chunk = (8192 / sizes.acc.max(1)).clamp(32, 256);
         let mut shape = ScanShape {
             block,
@@ -234,8 +249,12 @@ impl ScanShape {
         if staging && shape.resident_runs(sizes, resident_acc) {
             let mut resident = ScanShape {
                 resident: true,
+                items: wanted.min(max_resident_items) as u32,
                 ..shape
             };
+            if !resident.resident_runs(sizes, resident_acc) {
+                resident.items = shape.items;
+            }
             let smem = resident.shared_bytes(sizes);
             let blocks_in_shared = SM_SHARED / (smem + SHARED_PER_BLOCK_RESERVED);
             resident.min_blocks = (RESIDENT_THREADS / block)
@@ -245,11 +264,16 @@ impl ScanShape {
                 .div_ceil(block)
                 .min(RESIDENT_THREADS / block)
                 .max(1);
-            if smem <= MAX_SHARED && resident.min_blocks >= fewest {
+            let in_flight = resident.min_blocks as usize * resident.dynamic_bytes(sizes);
+            let static_bytes = smem - resident.dynamic_bytes(sizes);
+            if static_bytes <= MAX_SHARED
+                && smem <= MAX_SHARED_OPTIN
+                && (resident.min_blocks >= fewest || in_flight >= RESIDENT_MIN_IN_FLIGHT)
+            {
                 shape = resident;
             }
         }
-        let smem = shape.shared_bytes(sizes);
+        let smem = shape.static_bytes(sizes);
         if smem > MAX_SHARED {
             return Err(Error::new(
                 ErrorKind::InvalidConfig,
@@ -302,11 +326,63 @@ impl ScanShape {
         check_block(block)?;
         let mut b = block;
         loop {
-            match ScanShape::build(sizes, b, bytes_per_thread, algorithm, staging, resident_acc) {
+            match ScanShape::build(
+                sizes,
+                b,
+                bytes_per_thread,
+                algorithm,
+                staging,
+                resident_acc,
+                MAX_ITEMS,
+            ) {
                 Err(e) if e.kind() == ErrorKind::InvalidConfig && b > 32 => b /= 2,
                 other => return other,
             }
         }
+    }
+
+    /// The shape for large inputs ([`ScanConfig::large_from`]): resident tiles of 64 KiB of
+    /// input, three blocks to a multiprocessor, on 512 threads with runs of at least 32
+    /// values (else 256: f64, 8-byte inputs); accumulators of up to 8 bytes. `None` where the
+    /// types have no such shape (runs that cannot stay resident, accumulators past 8 bytes,
+    /// inputs past 8 bytes) or three blocks do not fit `sm_shared` bytes of a
+    /// multiprocessor's shared memory.
+    ///
+    /// Measured on an H100 at 2^28 elements (BENCHMARKS.md, "Large tiles"): inclusive sums of
+    /// f32 2614 GB/s on 512 x 32 where 256 x 32 gives 2471-2490, f16 2326 on 512 x 64 (1755
+    /// on 256 x 32), f64 2371 on 256 x 32 (2218 on 256 x 16 in registers), affine maps of f32
+    /// 2580 (2228); below about 2^24 elements the smaller tiles are faster.
+    ///
+    /// [`ScanConfig::large_from`]: super::ScanConfig::large_from
+    ///
+    /// ```
+    /// use cufold::scan::{ScanShape, TypeSizes};
+    /// let h100 = 228 * 1024;
+    /// let large = |s| ScanShape::large(TypeSizes::uniform(s), Default::default(), h100).unwrap();
+    /// assert_eq!((large(4).block, large(4).items, large(4).min_blocks), (512, 32, 3));
+    /// assert_eq!((large(2).block, large(2).items), (512, 64));
+    /// assert_eq!((large(8).block, large(8).items, large(8).resident), (256, 32, true));
+    /// assert!(ScanShape::large(TypeSizes::uniform(16), Default::default(), h100).is_none());
+    /// assert!(ScanShape::large(TypeSizes::uniform(4), Default::default(), 100 * 1024).is_none());
+    /// ```
+    pub fn large(
+        sizes: TypeSizes,
+        algorithm: ScanAlgorithm,
+        sm_shared: usize,
+    ) -> Option<ScanShape> {
+        // Runs of at least 32 values (f64 on 512 threads: 2194 GB/s, on 256: 2371).
+        let block = (LARGE_TILE_BYTES / (32 * sizes.input.max(1))).min(512) as u32;
+        (block >= 256).then_some(block).and_then(|block| {
+            let bytes = LARGE_TILE_BYTES / block as usize;
+            let s =
+                ScanShape::build(sizes, block, bytes, algorithm, true, 8, LARGE_MAX_ITEMS).ok()?;
+            let per_block = s.shared_bytes(sizes) + SHARED_PER_BLOCK_RESERVED;
+            (s.resident
+                && s.tile() as usize * sizes.input == LARGE_TILE_BYTES
+                && s.min_blocks >= LARGE_BLOCKS
+                && LARGE_BLOCKS as usize * per_block <= sm_shared)
+                .then_some(s)
+        })
     }
 
     /// Positions one block scans: `block * items`.
@@ -354,10 +430,11 @@ impl ScanShape {
             && (run / 16).is_power_of_two()
     }
 
-    /// Static shared memory of the kernel for these type sizes: the sum of its `__shared__`
-    /// arrays plus 64 bytes for their alignment and small flags. The kernel checks this
-    /// number at compile time (a `static_assert` in kernels/scan.cuh), so it cannot drift
-    /// from the kernel's arrays.
+    /// Shared memory of the kernel for these type sizes: the sum of its `__shared__` arrays
+    /// plus 64 bytes for their alignment and small flags, and the resident tile it takes as
+    /// dynamic shared memory ([`ScanShape::dynamic_bytes`]). The kernel checks this number
+    /// at compile time (a `static_assert` in kernels/scan.cuh), so it cannot drift from the
+    /// kernel's arrays. The static part is at most 48 KiB, the whole at most 227 KiB.
     ///
     /// ```
     /// use cufold::scan::{ScanShape, TypeSizes};
@@ -365,6 +442,27 @@ impl ScanShape {
     /// assert!(s.shared_bytes(TypeSizes::uniform(4)) < 8192);
     /// ```
     pub fn shared_bytes(&self, sizes: TypeSizes) -> usize {
+        self.static_bytes(sizes) + self.dynamic_bytes(sizes)
+    }
+
+    /// The part of [`ScanShape::shared_bytes`] the kernel takes as dynamic shared memory,
+    /// which every launch passes: the resident tile (0 on the other paths).
+    ///
+    /// ```
+    /// use cufold::scan::{ScanShape, TypeSizes};
+    /// let f32s = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 128, Default::default(), true).unwrap();
+    /// assert_eq!(f32s.dynamic_bytes(TypeSizes::uniform(4)), 256 * 32 * 4);
+    /// ```
+    pub fn dynamic_bytes(&self, sizes: TypeSizes) -> usize {
+        if self.resident {
+            self.block as usize * self.items as usize * sizes.input
+        } else {
+            0
+        }
+    }
+
+    /// The statically declared part of [`ScanShape::shared_bytes`].
+    fn static_bytes(&self, sizes: TypeSizes) -> usize {
         let b = self.block as usize;
         let acc = sizes.acc;
         let storage = match self.algorithm {
@@ -374,7 +472,7 @@ impl ScanShape {
         // Staging: per warp, 32 runs of whole 16-byte vectors, each padded by one vector;
         // resident, the same unpadded (the input's vectors, which the outputs replace).
         let staging = if self.resident {
-            b * self.items as usize * sizes.input
+            0
         } else if self.staging {
             let vectors = |size: usize| {
                 let run = self.items as usize * size;
@@ -491,6 +589,55 @@ mod tests {
     }
 
     #[test]
+    fn large_tiles_are_64_kib_three_to_a_multiprocessor() {
+        use ScanAlgorithm::*;
+        for algo in [WarpShuffle, Blelloch, HillisSteele] {
+            for (input, acc, block, items) in [
+                (4, 4, 512, 32),
+                (2, 4, 512, 64),
+                (2, 2, 512, 64),
+                (1, 1, 512, 128),
+                (8, 8, 256, 32),
+                (8, 4, 256, 32),
+            ] {
+                let sizes = TypeSizes {
+                    input,
+                    acc,
+                    output: input,
+                };
+                let s = ScanShape::large(sizes, algo, SM_SHARED).unwrap();
+                assert_eq!((s.block, s.items), (block, items), "{sizes:?} {algo:?}");
+                assert!(s.resident && s.staging && s.min_blocks == 3, "{s:?}");
+                assert_eq!(s.dynamic_bytes(sizes), LARGE_TILE_BYTES);
+                assert!(s.static_bytes(sizes) <= MAX_SHARED);
+                assert!(3 * (s.shared_bytes(sizes) + SHARED_PER_BLOCK_RESERVED) <= SM_SHARED);
+                // Not on a multiprocessor with less shared memory (an A100's 164 KiB).
+                assert!(ScanShape::large(sizes, algo, 164 * 1024).is_none());
+            }
+            // None where runs cannot stay resident: wide accumulators, outputs of another
+            // size than the inputs.
+            for sizes in [
+                TypeSizes::uniform(16),
+                TypeSizes {
+                    input: 4,
+                    acc: 24,
+                    output: 24,
+                },
+                TypeSizes {
+                    input: 2,
+                    acc: 4,
+                    output: 8,
+                },
+            ] {
+                assert!(
+                    ScanShape::large(sizes, algo, SM_SHARED).is_none(),
+                    "{sizes:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn resident_tiles_where_six_blocks_fit() {
         use ScanAlgorithm::*;
         let shape =
@@ -526,9 +673,16 @@ mod tests {
             let wide = ScanShape::fitting_with(TypeSizes::uniform(16), 256, 128, algo, true, 16);
             let wide = wide.unwrap();
             assert!(!wide.resident && wide.min_blocks == 1 && wide.staging);
-            // Four blocks of 256 (64 KiB of f64 values) are too few to take the resident path.
-            let four = ScanShape::fitting_with(TypeSizes::uniform(8), 256, 256, algo, true, 8);
-            assert!(!four.unwrap().resident);
+            // Three blocks of 256 x 32 f64 (64 KiB of values each) take the resident path,
+            // as their 192 KiB in flight stand in for 1280 threads; two of 512 x 16 do not
+            // (the block halves, as for any block whose staged shape passes 48 KiB).
+            let three = ScanShape::fitting_with(TypeSizes::uniform(8), 256, 256, algo, true, 8);
+            let three = three.unwrap();
+            assert!(three.resident && three.min_blocks == 3, "{three:?}");
+            if algo != WarpShuffle {
+                let two = ScanShape::fitting_with(TypeSizes::uniform(8), 512, 128, algo, true, 8);
+                assert_eq!(two.unwrap().block, 256);
+            }
             // Outputs of another size than the inputs, or no staging: runs in registers.
             let mean16 = TypeSizes {
                 input: 2,

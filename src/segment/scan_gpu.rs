@@ -453,7 +453,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             let cfg = LaunchConfig {
                 grid_dim: (grid, 1, 1),
                 block_dim: (shape.block, 1, 1),
-                shared_mem_bytes: 0,
+                shared_mem_bytes: shape.dynamic_bytes(TypeSizes::of::<T, O>()) as u32,
             };
             // SAFETY: (const In*, Out*, u64 stride, u64 cols, u64 per_row, unsigned, u64*
             // ticket, u64* leaves, u64* nodes, OpBytes), as crate::scan::long_kernel says:
@@ -601,7 +601,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             let cfg = LaunchConfig {
                 grid_dim: (grid, 1, 1),
                 block_dim: (long_shape.block, 1, 1),
-                shared_mem_bytes: 0,
+                shared_mem_bytes: long_shape.dynamic_bytes(TypeSizes::of::<T, O>()) as u32,
             };
             // SAFETY: (const In*, Out*, u64 n, unsigned, u64* ticket, u64* leaves, u64*
             // nodes, u64* long_hdr, OpBytes), as crate::scan::long_kernel says. The list was
