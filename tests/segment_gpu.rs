@@ -372,11 +372,15 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
             let small_tiles = SegmentConfig::default()
                 .schedule(Some(Schedule::Whole))
                 .scan(ScanConfig::default().block(64));
+            // And on its large tiles at every size (rows of 20001 fill one of f32 and f64).
+            let large_tiles = SegmentConfig::default()
+                .schedule(Some(Schedule::Whole))
+                .scan(ScanConfig::default().large_from(0));
             for config in SCHEDULES
                 .into_iter()
                 .chain([Some(Schedule::Whole)])
                 .map(|s| SegmentConfig::default().schedule(s))
-                .chain([small_tiles])
+                .chain([small_tiles, large_tiles])
             {
                 let sc = g.segment_scanner_with::<T, O>(op, config).unwrap();
                 let mut y = upload(g, &vec![poison::<O::Out>(); rows.rows * rows.cols]);

@@ -146,6 +146,10 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     /// [`Schedule::Whole`] ([`SegmentScanner::rows_shape`], kernels in `rows_fns`). Empty
     /// for accumulators too large for it (their long segments stay with their warps).
     tile_shapes: Vec<ScanShape>,
+    /// The device-wide scan's large tiles ([`ScanShape::large`]), for long rows of large
+    /// inputs on [`Schedule::Whole`] (kernel in `large_fn`).
+    large: Option<ScanShape>,
+    large_fn: OnceLock<CudaFunction>,
     thread_fn: OnceLock<CudaFunction>,
     block_fn: OnceLock<CudaFunction>,
     long_fn: OnceLock<CudaFunction>,
@@ -168,6 +172,15 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentScanner<T, O> {
 
 /// Shapes at most for rows on [`Schedule::Whole`] ([`tile_shapes`]).
 const ROWS_SHAPES: usize = 4;
+
+/// The tiles that scan rows on [`Schedule::Whole`] ([`SegmentScanner::rows_shape`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RowsTile {
+    /// The device-wide scan's large tiles (`large`).
+    Large,
+    /// `tile_shapes[k]`.
+    Shape(usize),
+}
 
 /// The device-wide scan's shapes under `scan` for rows on [`Schedule::Whole`], tiles halving
 /// as long as they shrink: its own, then with half the bytes per thread down to 64, then
@@ -206,6 +219,17 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             false,
         )?;
         let tile_shapes = tile_shapes(TypeSizes::of::<T, O>(), &config.get_scan());
+        let scan = config.get_scan();
+        let large = (scan.get_staging() && scan.get_resident())
+            .then(|| {
+                ScanShape::large(
+                    TypeSizes::of::<T, O>(),
+                    scan.get_algorithm(),
+                    gpu.inner.shared_per_sm,
+                )
+            })
+            .flatten()
+            .filter(|l| tile_shapes.first().is_some_and(|f| l.tile() > f.tile()));
         let params = op.params();
         Ok(SegmentScanner {
             gpu,
@@ -216,6 +240,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             block: shape.block,
             items: shape.items,
             tile_shapes,
+            large,
+            large_fn: OnceLock::new(),
             thread_fn: OnceLock::new(),
             block_fn: OnceLock::new(),
             long_fn: OnceLock::new(),
@@ -301,7 +327,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         let (x_ptr, _x_guard) = x.device_ptr(stream);
         let (y_ptr, _y_guard) = y.device_ptr_mut(stream);
         if plan.schedule == Schedule::Whole {
-            if let (Some(k), true) = (self.rows_shape(rows.cols as u64), rows.rows > 1) {
+            if let (Some(k), true) = (self.rows_shape(rows), rows.rows > 1) {
                 // SAFETY: rows checked against x; y holds rows * cols outputs.
                 return unsafe { self.scan_rows_whole(x_ptr, rows, y_ptr, kind, k) };
             }
@@ -407,10 +433,16 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         rows: Rows,
         y_ptr: u64,
         kind: ScanKind,
-        k: usize,
+        k: RowsTile,
     ) -> Result<()> {
-        let shape = &self.tile_shapes[k];
-        let rows_fn = get_or_try(&self.rows_fns[k], || {
+        let (shape, cell) = match k {
+            RowsTile::Large => match &self.large {
+                Some(l) => (l, &self.large_fn),
+                None => unreachable!("rows_shape offers large tiles only where there are some"),
+            },
+            RowsTile::Shape(k) => (&self.tile_shapes[k], &self.rows_fns[k]),
+        };
+        let rows_fn = get_or_try(cell, || {
             crate::scan::long_kernel(
                 &self.gpu,
                 "cf_scan_rows",
@@ -480,17 +512,28 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         self.tile_shapes.first().copied()
     }
 
-    /// Which of `tile_shapes` scans rows of `cols` on [`Schedule::Whole`]: the largest tile
-    /// that a row fills (so that no block of a row's last tile stands mostly idle), else
-    /// the smallest; `None` where the types have no device-wide shape.
-    fn rows_shape(&self, cols: u64) -> Option<usize> {
+    /// Which tiles scan `rows` on [`Schedule::Whole`]: the large tiles
+    /// ([`ScanShape::large`]) where a row fills one and the input reaches the device-wide
+    /// scan's [`ScanConfig::large_from`]; else the largest of `tile_shapes` that a row fills
+    /// (so that no block of a row's last tile stands mostly idle), else the smallest; `None`
+    /// where the types have no device-wide shape.
+    fn rows_shape(&self, rows: Rows) -> Option<RowsTile> {
+        let cols = rows.cols as u64;
+        let bytes = (rows.rows as u64)
+            .saturating_mul(cols)
+            .saturating_mul(std::mem::size_of::<T>() as u64);
+        if let Some(l) = &self.large {
+            if l.tile() <= cols && bytes >= self.config.get_scan().get_large_from() {
+                return Some(RowsTile::Large);
+            }
+        }
         let last = self.tile_shapes.len().checked_sub(1)?;
-        Some(
+        Some(RowsTile::Shape(
             self.tile_shapes
                 .iter()
                 .position(|s| s.tile() <= cols)
                 .unwrap_or(last),
-        )
+        ))
     }
 
     /// # Safety
