@@ -366,7 +366,9 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         &self.op
     }
 
-    /// The kernel's compile-time shape.
+    /// The compile-time shape of the kernel that scans inputs below
+    /// [`ScanConfig::large_from`] bytes ([`Scanner::shape_for_len`] gives the one a length
+    /// takes).
     ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
