@@ -95,6 +95,14 @@ pub(crate) fn shape_for(sizes: TypeSizes, c: &ScanConfig) -> Result<ScanShape> {
     )
 }
 
+/// The large tiles' shape under `c` on `gpu` ([`ScanShape::large`]), where `c` lets tiles
+/// stay resident and takes large tiles at some size ([`ScanConfig::large_from`]).
+pub(crate) fn large_shape(gpu: &Gpu, sizes: TypeSizes, c: &ScanConfig) -> Option<ScanShape> {
+    (c.get_staging() && c.get_resident() && c.get_large_from() < u64::MAX)
+        .then(|| ScanShape::large(sizes, c.get_algorithm(), gpu.inner.shared_per_sm))
+        .flatten()
+}
+
 /// A kernel of the segmented scan's long source (kernels/scan.cuh, `CF_SCAN_LONG`) for `op`
 /// with these type `sizes`, in the device-wide scan's `shape`:
 ///
@@ -281,10 +289,8 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             kernel_source(&cuda, param_bytes, sizes, &shape)
         })?;
         allow_dynamic_shared(&function, &shape, sizes)?;
-        let large = (config.get_staging() && config.get_resident())
-            .then(|| ScanShape::large(sizes, config.get_algorithm(), gpu.inner.shared_per_sm))
-            .flatten()
-            .filter(|l| *l != shape && config.get_large_from() < u64::MAX)
+        let large = large_shape(&gpu, sizes, &config)
+            .filter(|l| *l != shape)
             .map(|l| Large {
                 shape: l,
                 from: config.get_large_from(),

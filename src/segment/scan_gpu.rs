@@ -173,15 +173,6 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentScanner<T, O> {
 /// Shapes at most for rows on [`Schedule::Whole`] ([`tile_shapes`]).
 const ROWS_SHAPES: usize = 4;
 
-/// The tiles that scan rows on [`Schedule::Whole`] ([`SegmentScanner::rows_shape`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RowsTile {
-    /// The device-wide scan's large tiles (`large`).
-    Large,
-    /// `tile_shapes[k]`.
-    Shape(usize),
-}
-
 /// The device-wide scan's shapes under `scan` for rows on [`Schedule::Whole`], tiles halving
 /// as long as they shrink: its own, then with half the bytes per thread down to 64, then
 /// with half the threads per block down to 64 (f32: 256 x 32, 256 x 16, 128 x 16, 64 x 16).
@@ -219,16 +210,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             false,
         )?;
         let tile_shapes = tile_shapes(TypeSizes::of::<T, O>(), &config.get_scan());
-        let scan = config.get_scan();
-        let large = (scan.get_staging() && scan.get_resident())
-            .then(|| {
-                ScanShape::large(
-                    TypeSizes::of::<T, O>(),
-                    scan.get_algorithm(),
-                    gpu.inner.shared_per_sm,
-                )
-            })
-            .flatten()
+        let large = crate::scan::large_shape(&gpu, TypeSizes::of::<T, O>(), &config.get_scan())
             .filter(|l| tile_shapes.first().is_some_and(|f| l.tile() > f.tile()));
         let params = op.params();
         Ok(SegmentScanner {
@@ -433,15 +415,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         rows: Rows,
         y_ptr: u64,
         kind: ScanKind,
-        k: RowsTile,
+        (shape, cell): (&ScanShape, &OnceLock<CudaFunction>),
     ) -> Result<()> {
-        let (shape, cell) = match k {
-            RowsTile::Large => match &self.large {
-                Some(l) => (l, &self.large_fn),
-                None => unreachable!("rows_shape offers large tiles only where there are some"),
-            },
-            RowsTile::Shape(k) => (&self.tile_shapes[k], &self.rows_fns[k]),
-        };
         let rows_fn = get_or_try(cell, || {
             crate::scan::long_kernel(
                 &self.gpu,
@@ -516,24 +491,25 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// ([`ScanShape::large`]) where a row fills one and the input reaches the device-wide
     /// scan's [`ScanConfig::large_from`]; else the largest of `tile_shapes` that a row fills
     /// (so that no block of a row's last tile stands mostly idle), else the smallest; `None`
-    /// where the types have no device-wide shape.
-    fn rows_shape(&self, rows: Rows) -> Option<RowsTile> {
+    /// where the types have no device-wide shape. With the shape, the cell that holds (or
+    /// will hold) its `cf_scan_rows` kernel.
+    fn rows_shape(&self, rows: Rows) -> Option<(&ScanShape, &OnceLock<CudaFunction>)> {
         let cols = rows.cols as u64;
         let bytes = (rows.rows as u64)
             .saturating_mul(cols)
             .saturating_mul(std::mem::size_of::<T>() as u64);
         if let Some(l) = &self.large {
             if l.tile() <= cols && bytes >= self.config.get_scan().get_large_from() {
-                return Some(RowsTile::Large);
+                return Some((l, &self.large_fn));
             }
         }
         let last = self.tile_shapes.len().checked_sub(1)?;
-        Some(RowsTile::Shape(
-            self.tile_shapes
-                .iter()
-                .position(|s| s.tile() <= cols)
-                .unwrap_or(last),
-        ))
+        let k = self
+            .tile_shapes
+            .iter()
+            .position(|s| s.tile() <= cols)
+            .unwrap_or(last);
+        Some((&self.tile_shapes[k], &self.rows_fns[k]))
     }
 
     /// # Safety
