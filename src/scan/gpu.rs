@@ -127,6 +127,33 @@ pub(crate) fn long_kernel(
     Ok(f)
 }
 
+/// The device-wide scan's kernel (`cf_scan`) for `op` with these type `sizes`, in `shape`,
+/// allowed the dynamic shared memory its launches pass.
+fn scan_kernel(
+    gpu: &Gpu,
+    op: &CudaOp,
+    param_bytes: usize,
+    sizes: TypeSizes,
+    shape: &ScanShape,
+) -> Result<CudaFunction> {
+    let f = gpu.kernel("cf_scan", op, &(*shape, param_bytes), || {
+        kernel_source(op, param_bytes, sizes, shape)
+    })?;
+    allow_dynamic_shared(&f, shape, sizes)?;
+    Ok(f)
+}
+
+/// The launch of `grid` blocks of a scan kernel of `shape` for these type `sizes`: the
+/// shape's block, and the dynamic shared memory its resident tile takes
+/// ([`ScanShape::dynamic_bytes`]), which every launch of a scan kernel must pass.
+pub(crate) fn launch_config(shape: &ScanShape, sizes: TypeSizes, grid: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (grid, 1, 1),
+        block_dim: (shape.block, 1, 1),
+        shared_mem_bytes: shape.dynamic_bytes(sizes) as u32,
+    }
+}
+
 /// Lets `function`, a scan kernel of `shape` for these type `sizes`, take the dynamic
 /// shared memory its launches pass ([`ScanShape::dynamic_bytes`], the resident tile: past
 /// 48 KiB a kernel must ask for it). Errors if the device has less to give.
@@ -285,10 +312,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         let cuda = op.cuda();
         let params = op.params();
         let param_bytes = params.bytes().len();
-        let function = gpu.kernel("cf_scan", &cuda, &(shape, param_bytes), || {
-            kernel_source(&cuda, param_bytes, sizes, &shape)
-        })?;
-        allow_dynamic_shared(&function, &shape, sizes)?;
+        let function = scan_kernel(&gpu, &cuda, param_bytes, sizes, &shape)?;
         let large = large_shape(&gpu, sizes, &config)
             .filter(|l| *l != shape)
             .map(|l| Large {
@@ -426,14 +450,13 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         };
         let f = crate::gpu::get_or_try(&l.function, || {
             let sizes = TypeSizes::of::<T, O>();
-            let cuda = self.op.cuda();
-            let f = self
-                .gpu
-                .kernel("cf_scan", &cuda, &(l.shape, self.param_bytes), || {
-                    kernel_source(&cuda, self.param_bytes, sizes, &l.shape)
-                })?;
-            allow_dynamic_shared(&f, &l.shape, sizes)?;
-            Ok(f)
+            scan_kernel(
+                &self.gpu,
+                &self.op.cuda(),
+                self.param_bytes,
+                sizes,
+                &l.shape,
+            )
         })?;
         Ok((l.shape, f))
     }
@@ -558,11 +581,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         if in_place {
             mode |= defines::CF_SCAN_IN_PLACE;
         }
-        let cfg = LaunchConfig {
-            grid_dim: (plan.tiles as u32, 1, 1),
-            block_dim: (shape.block, 1, 1),
-            shared_mem_bytes: shape.dynamic_bytes(TypeSizes::of::<T, O>()) as u32,
-        };
+        let cfg = launch_config(&shape, TypeSizes::of::<T, O>(), plan.tiles as u32);
         let slot_bytes = if plan.tiles > 1 {
             look_back_bytes(plan.tiles, std::mem::size_of::<O::Acc>())
         } else {

@@ -18,7 +18,9 @@ mod gpu;
 mod plan;
 
 pub use gpu::{compile_kernel, kernel_source, Scanner};
-pub(crate) use gpu::{large_shape, long_kernel, long_source, look_back_bytes, shape_for};
+pub(crate) use gpu::{
+    large_shape, launch_config, long_kernel, long_source, look_back_bytes, shape_for,
+};
 pub use plan::{plan, ScanAlgorithm, ScanPlan, ScanShape, TypeSizes};
 
 /// Which prefix each output position holds.

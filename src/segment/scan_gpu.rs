@@ -14,7 +14,7 @@ use crate::gpu::{check_block, get_or_try, jit, Gpu};
 use crate::ops::check::{check_scan_lengths, check_scannable};
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use crate::scan::{ScanAlgorithm, ScanConfig, ScanKind, ScanShape, Scanner, TypeSizes};
-use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, PushKernelArg};
 use std::marker::PhantomData;
 use std::sync::OnceLock;
 
@@ -457,11 +457,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 .arg(&leaves)
                 .arg(&nodes)
                 .arg(&*self.params);
-            let cfg = LaunchConfig {
-                grid_dim: (grid, 1, 1),
-                block_dim: (shape.block, 1, 1),
-                shared_mem_bytes: shape.dynamic_bytes(TypeSizes::of::<T, O>()) as u32,
-            };
+            let cfg = crate::scan::launch_config(shape, TypeSizes::of::<T, O>(), grid);
             // SAFETY: (const In*, Out*, u64 stride, u64 cols, u64 per_row, unsigned, u64*
             // ticket, u64* leaves, u64* nodes, OpBytes), as crate::scan::long_kernel says:
             // the caller's rows and outputs; the ticket counter is zero and its next word the
@@ -617,11 +613,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 .arg(&nodes)
                 .arg(&hdr)
                 .arg(&*self.params);
-            let cfg = LaunchConfig {
-                grid_dim: (grid, 1, 1),
-                block_dim: (long_shape.block, 1, 1),
-                shared_mem_bytes: long_shape.dynamic_bytes(TypeSizes::of::<T, O>()) as u32,
-            };
+            let cfg = crate::scan::launch_config(&long_shape, TypeSizes::of::<T, O>(), grid);
             // SAFETY: (const In*, Out*, u64 n, unsigned, u64* ticket, u64* leaves, u64*
             // nodes, u64* long_hdr, OpBytes), as crate::scan::long_kernel says. The list was
             // filled by the launch above, its segments lie within x (and y, as long as x);
