@@ -53,7 +53,8 @@
 #endif
 // Instantiated by the generated source, which defines CF_OP, CF_BLOCK, CF_ITEMS (a power of
 // two), CF_ALGO (CF_SCAN_WARP, CF_SCAN_BLELLOCH or CF_SCAN_HILLIS), CF_STAGING (0: none,
-// 1: staged runs in registers, 2: resident tiles), CF_MIN_BLOCKS, CF_CHUNK, and the two
+// 1: staged runs in registers, 2: resident tiles), CF_MIN_BLOCKS, CF_PREFETCH (tiles ahead
+// whose input a block asks the L2 for; 0: none), CF_CHUNK, and the two
 // numbers the host computed from its side of the contract, checked
 // here: CF_SLOT_WORDS (64-bit words per published accumulator) and CF_SHARED_BYTES
 // (ScanShape::shared_bytes, the shared memory the planner budgets for, static and the
@@ -156,6 +157,18 @@ __device__ __forceinline__ bool cf_early_look(const cf::NodeSlots<cf_acc_t>& nod
     return tiles > 1 && threadIdx.x < 32 && cf::big_block(t, threadIdx.x, node) && nodes.try_get(node, early);
 }
 
+// Asks the L2 for the input of tile t + CF_PREFETCH (ScanShape::prefetch; 0: none) where
+// that tile is whole: the block that takes it later finds it there, so that reads from
+// memory run ahead of the blocks, which spend part of a tile's life on its look-back and
+// stores. A hint only: the bits do not change.
+__device__ __forceinline__ void cf_prefetch_ahead(const cf_in_t* x, cf::u64 n, cf::u64 t) {
+#if CF_PREFETCH
+    constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * CF_ITEMS;
+    const cf::u64 ahead = t + CF_PREFETCH;
+    if ((ahead + 1) * TILE <= n) cf::prefetch_l2<TILE * sizeof(cf_in_t)>(x + ahead * TILE);
+#endif
+}
+
 // The shared memory ScanShape::shared_bytes budgets for: cf_tile_middle's, the data path's
 // PATH bytes (dynamic on the resident path), and cf_take_ticket's tile_id and launch_epoch.
 template <unsigned long long PATH> __device__ __forceinline__ void cf_check_shared() {
@@ -197,6 +210,7 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
     const cf::u64 pos = t * TILE + (cf::u64)threadIdx.x * J;
 
     const bool async = cf::load_resident<J>(x, n, pos, (mode & CF_SCAN_X_ALIGNED) != 0, wstage);
+    cf_prefetch_ahead(x, n, t);
     cf_acc_t early;
     const bool have = cf_early_look(nodes, t, tiles, early);
     if (async) cf::resident_wait();
@@ -268,6 +282,7 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
 #else
     const bool staged = false;
 #endif
+    cf_prefetch_ahead(x, n, t);
     cf_acc_t early;
     const bool have = cf_early_look(nodes, t, tiles, early);
 #if CF_STAGING

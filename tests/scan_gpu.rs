@@ -74,9 +74,23 @@ fn check<T: DeviceValue, O: Operator<T>>(
 ) where
     O::Out: Bits,
 {
+    check_with(g, ScanConfig::default(), dev, host, op, what)
+}
+
+/// [`check`] with a scanner built with `config`.
+fn check_with<T: DeviceValue, O: Operator<T>>(
+    g: &Gpu,
+    config: ScanConfig,
+    dev: &impl DevicePtr<T>,
+    host: &[T],
+    op: O,
+    what: &str,
+) where
+    O::Out: Bits,
+{
     let n = host.len();
     let s = g
-        .scanner::<T, O>(op)
+        .scanner_with::<T, O>(op, config)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     for kind in KINDS {
         let want = Cpu::new().scan(host, op, kind).unwrap();
@@ -222,6 +236,39 @@ fn resident_tiles_and_runs_in_registers_give_the_same_bits() {
     resident_and_register_paths_agree::<u8, _>(Min, "Min<u8>");
     resident_and_register_paths_agree::<f64, _>(Sum, "Sum<f64>");
     resident_and_register_paths_agree::<i64, _>(Max, "Max<i64>");
+}
+
+/// Large inputs' kernels ask the L2 for later tiles (`ScanConfig::prefetch_bytes`): a hint
+/// that must not change a bit. Here every tile prefetches the next (one byte ahead: at
+/// least a tile), from the first element on (`large_from(0)`), on the large tiles and on a
+/// shape without them (affine maps of f64: 16-byte accumulators), into a buffer and from a
+/// view at an odd offset, against the CPU.
+fn prefetching_agrees<T, O>(op: O, what: &str)
+where
+    T: DeviceValue + Gen,
+    O: Operator<T> + Copy,
+    O::Out: Bits,
+{
+    let g = gpu();
+    let config = ScanConfig::default().large_from(0).prefetch_bytes(1);
+    let shape = g.scanner_with::<T, O>(op, config).unwrap().shape_for_len(1);
+    assert_eq!(shape.prefetch, 1, "{what}: {shape:?}");
+    for n in [1, 4097, 65_537, 300_007, (1 << 21) + 3] {
+        let host: Vec<T> = data(n, seed(what) ^ n as u64);
+        let dev = upload(g, &host);
+        check_with(g, config, &dev, &host, op, what);
+        let what = format!("{what} (offset view)");
+        check_with(g, config, &dev.slice(1..), &host[1..], op, &what);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn prefetching_later_tiles_keeps_the_bits() {
+    prefetching_agrees::<f32, _>(Sum, "Sum<f32>");
+    prefetching_agrees::<u8, _>(Max, "Max<u8>");
+    prefetching_agrees::<f64, _>(Sum, "Sum<f64>");
+    prefetching_agrees::<Affine<f64>, _>(Compose, "Compose<Affine<f64>>");
 }
 
 macro_rules! ordered_test {

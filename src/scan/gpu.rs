@@ -67,6 +67,7 @@ fn source(
             ("CF_ALGO", shape.algorithm.cuda_id().to_string()),
             ("CF_STAGING", shape.staging_mode().to_string()),
             ("CF_MIN_BLOCKS", shape.min_blocks.to_string()),
+            ("CF_PREFETCH", shape.prefetch.to_string()),
             ("CF_CHUNK", shape.chunk.to_string()),
             ("CF_SLOT_WORDS", slot_words(sizes.acc).to_string()),
             ("CF_SHARED_BYTES", shape.shared_bytes(sizes).to_string()),
@@ -95,12 +96,25 @@ pub(crate) fn shape_for(sizes: TypeSizes, c: &ScanConfig) -> Result<ScanShape> {
     )
 }
 
-/// The large tiles' shape under `c` on `gpu` ([`ScanShape::large`]), where `c` lets tiles
-/// stay resident and takes large tiles at some size ([`ScanConfig::large_from`]).
+/// The shape for large inputs under `c` on `gpu` ([`large_inputs_shape`] with the
+/// device's shared memory per multiprocessor).
 pub(crate) fn large_shape(gpu: &Gpu, sizes: TypeSizes, c: &ScanConfig) -> Option<ScanShape> {
-    (c.get_staging() && c.get_resident() && c.get_large_from() < u64::MAX)
-        .then(|| ScanShape::large(sizes, c.get_algorithm(), gpu.inner.shared_per_sm))
+    large_inputs_shape(sizes, c, gpu.inner.shared_per_sm)
+}
+
+/// The shape for large inputs ([`ScanConfig::large_from`]; `None` for never) under `c`, on
+/// multiprocessors of `sm_shared` bytes of shared memory: the large tiles
+/// ([`ScanShape::large`]) where `c` lets tiles stay resident and the types have them, else
+/// [`shape_for`]'s; either with `c`'s L2 prefetch ([`ScanConfig::prefetch_bytes`]).
+fn large_inputs_shape(sizes: TypeSizes, c: &ScanConfig, sm_shared: usize) -> Option<ScanShape> {
+    if c.get_large_from() == u64::MAX {
+        return None;
+    }
+    (c.get_staging() && c.get_resident())
+        .then(|| ScanShape::large(sizes, c.get_algorithm(), sm_shared))
         .flatten()
+        .or_else(|| shape_for(sizes, c).ok())
+        .map(|s| s.with_prefetch(sizes, c.get_prefetch_bytes()))
 }
 
 /// A kernel of the segmented scan's long source (kernels/scan.cuh, `CF_SCAN_LONG`) for `op`
@@ -261,9 +275,9 @@ pub struct Scanner<T: DeviceValue, O: Operator<T>> {
     _input: PhantomData<fn(T)>,
 }
 
-/// A scanner's large tiles ([`ScanConfig::large_from`]): their shape, the input bytes from
-/// which they are taken, and their kernel, compiled on first use (shared by the scanner's
-/// clones).
+/// A scanner's kernel for large inputs ([`ScanConfig::large_from`]: the large tiles, or the
+/// scanner's own shape, with the L2 prefetch): its shape, the input bytes from which it is
+/// taken, and the kernel, compiled on first use (shared by the scanner's clones).
 #[derive(Clone)]
 struct Large {
     shape: ScanShape,
@@ -422,8 +436,8 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         plan(n, &self.shape_for_len(n))
     }
 
-    /// The shape a scan of `n` elements takes: the large tiles' from
-    /// [`ScanConfig::large_from`] bytes of input, else [`Scanner::shape`].
+    /// The shape a scan of `n` elements takes: the large inputs' (large tiles, L2 prefetch)
+    /// from [`ScanConfig::large_from`] bytes of input, else [`Scanner::shape`].
     ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
@@ -436,13 +450,13 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         self.large_for(n).map_or(self.shape, |l| l.shape)
     }
 
-    /// The large tiles, where a scan of `n` elements takes them.
+    /// The large inputs' kernel, where a scan of `n` elements takes it.
     fn large_for(&self, n: u64) -> Option<&Large> {
         let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
         self.large.as_ref().filter(|l| bytes >= l.from)
     }
 
-    /// The shape and kernel a scan of `n` elements launches (compiling the large tiles'
+    /// The shape and kernel a scan of `n` elements launches (compiling the large inputs'
     /// kernel on first use).
     fn kernel_for(&self, n: u64) -> Result<(ScanShape, &CudaFunction)> {
         let Some(l) = self.large_for(n) else {
@@ -745,5 +759,57 @@ impl Gpu {
             return self.scanner(op);
         }
         Scanner::from_kernel(self.clone(), op, kernel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_inputs_take_the_large_tiles_or_their_own_shape_with_a_prefetch() {
+        let h100 = 228 * 1024;
+        let c = ScanConfig::default();
+        let f32s = TypeSizes::uniform(4);
+        // The large tiles, 4 MiB ahead: 64 tiles of 64 KiB.
+        let l = large_inputs_shape(f32s, &c, h100).unwrap();
+        assert_eq!((l.tile(), l.prefetch), (16384, 64));
+        assert_eq!(
+            l,
+            ScanShape::large(f32s, c.get_algorithm(), h100)
+                .unwrap()
+                .with_prefetch(f32s, 4 << 20)
+        );
+        // Types without large tiles (affine maps of f64: 16-byte accumulators), and every
+        // type with resident tiles off or too little shared memory: the small shape, with
+        // the prefetch.
+        let affine64 = TypeSizes::uniform(16);
+        for (sizes, c, sm) in [
+            (affine64, c, h100),
+            (f32s, c.resident(false), h100),
+            (f32s, c, 100 * 1024),
+        ] {
+            let small = shape_for(sizes, &c).unwrap();
+            let l = large_inputs_shape(sizes, &c, sm).unwrap();
+            assert_eq!(
+                l,
+                ScanShape {
+                    prefetch: l.prefetch,
+                    ..small
+                }
+            );
+            let tile_bytes = small.tile() * sizes.input as u64;
+            assert_eq!(l.prefetch as u64, (4 << 20) / tile_bytes, "{sizes:?}");
+        }
+        // Never, and no prefetch.
+        assert!(large_inputs_shape(f32s, &c.large_from(u64::MAX), h100).is_none());
+        assert_eq!(
+            large_inputs_shape(f32s, &c.prefetch_bytes(0), h100)
+                .unwrap()
+                .prefetch,
+            0
+        );
+        // The small shape never prefetches.
+        assert_eq!(shape_for(f32s, &c).unwrap().prefetch, 0);
     }
 }

@@ -147,6 +147,19 @@ pub struct ScanShape {
     /// assert_eq!((f64s.resident, f64s.min_blocks), (false, 1));
     /// ```
     pub min_blocks: u32,
+    /// How many tiles ahead each block asks the L2 cache for the input of a later tile (0:
+    /// none): tile `t`'s block prefetches tile `t + prefetch`, so that reads from memory run
+    /// ahead of the blocks that wait for the look-back. A hint only: the bits do not change.
+    /// Set by [`ScanShape::with_prefetch`] on the shape for large inputs
+    /// ([`ScanConfig::prefetch_bytes`](super::ScanConfig::prefetch_bytes)).
+    ///
+    /// ```
+    /// use cufold::scan::{ScanShape, TypeSizes};
+    /// let s = ScanShape::for_sizes(TypeSizes::uniform(4), 256, 128, Default::default(), true).unwrap();
+    /// assert_eq!(s.prefetch, 0);
+    /// assert_eq!(s.with_prefetch(TypeSizes::uniform(4), 1 << 20).prefetch, 32); // 32 KiB tiles
+    /// ```
+    pub prefetch: u32,
     /// Tiles per look-back chunk (a power of two from 32 to 256): blocks of fewer tiles are
     /// rebuilt from published tile trees by the tile that needs them, larger ones are
     /// published once (kernels/scan.cuh). At most 8 KiB of accumulators.
@@ -244,6 +257,7 @@ impl ScanShape {
             staging,
             resident: false,
             min_blocks: 1,
+            prefetch: 0,
             chunk: 1 << chunk.ilog2(),
         };
         if staging && shape.resident_runs(sizes, resident_acc) {
@@ -383,6 +397,31 @@ impl ScanShape {
                 && LARGE_BLOCKS as usize * per_block <= sm_shared)
                 .then_some(s)
         })
+    }
+
+    /// This shape with each block asking the L2 for the input of the tile about
+    /// `bytes` bytes of input ahead of its own ([`ScanShape::prefetch`]: at least one tile
+    /// ahead; none for 0).
+    ///
+    /// ```
+    /// use cufold::scan::{ScanShape, TypeSizes};
+    /// let f32s = TypeSizes::uniform(4);
+    /// let large = ScanShape::large(f32s, Default::default(), 228 * 1024).unwrap();
+    /// assert_eq!(large.with_prefetch(f32s, 4 << 20).prefetch, 64); // 64 tiles of 64 KiB
+    /// assert_eq!(large.with_prefetch(f32s, 1).prefetch, 1);
+    /// assert_eq!(large.with_prefetch(f32s, 0).prefetch, 0);
+    /// ```
+    pub fn with_prefetch(self, sizes: TypeSizes, bytes: u64) -> ScanShape {
+        let tile_bytes = (self.tile() * sizes.input.max(1) as u64).max(1);
+        let tiles = if bytes == 0 {
+            0
+        } else {
+            (bytes / tile_bytes).clamp(1, u32::MAX as u64) as u32
+        };
+        ScanShape {
+            prefetch: tiles,
+            ..self
+        }
     }
 
     /// Positions one block scans: `block * items`.
