@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench --bench gpu_scan -- [--ops cumsum,affine] [--dtypes f32,f64,i32] [--log2 20,24,28]
 //!                                 [--algos warp,blelloch,hillis] [--blocks 256] [--bytes 128]
-//!                                 [--staging 1,0] [--resident 1,8,0]
+//!                                 [--staging 1,0] [--resident 1,8,0] [--large-from B] [--prefetch B]
 //!                                 [--reps 50] [--json OUT.json]
 //! ```
 //!
@@ -97,6 +97,11 @@ struct Args {
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
           default_values_t = [ScanConfig::default().get_large_from()])]
     large_from: Vec<u64>,
+    /// How far ahead, in bytes of input, blocks of large inputs ask the L2 for a later
+    /// tile (ScanConfig::prefetch_bytes; 0: never).
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
+          default_values_t = [ScanConfig::default().get_prefetch_bytes()])]
+    prefetch: Vec<u64>,
     /// Event-timed launches per measurement (the median is reported).
     #[arg(long, default_value_t = 50)]
     reps: usize,
@@ -185,15 +190,19 @@ fn run<T: Data, O: Operator<T>>(
                     } else {
                         config
                     };
-                    for &large_from in &a.large_from {
-                        let config = config.large_from(large_from);
+                    for (&large_from, &prefetch) in a
+                        .large_from
+                        .iter()
+                        .flat_map(|l| a.prefetch.iter().map(move |p| (l, p)))
+                    {
+                        let config = config.large_from(large_from).prefetch_bytes(prefetch);
                         let (ms, ok) = time(base, config, &x, &want, op, a.reps)?;
                         all_ok &= ok;
                         let shape = base
                             .scanner_with::<T, O>(op, config)?
                             .shape_for_len(n as u64);
                         let config = format!(
-                            "{algo:?}/{}x{}{}",
+                            "{algo:?}/{}x{}{}{}",
                             shape.block,
                             shape.items,
                             if shape.resident {
@@ -202,6 +211,11 @@ fn run<T: Data, O: Operator<T>>(
                                 "/staged"
                             } else {
                                 ""
+                            },
+                            if shape.prefetch > 0 {
+                                format!("/pf{}", shape.prefetch)
+                            } else {
+                                String::new()
                             }
                         );
                         let gbs = (2 * n * std::mem::size_of::<T>()) as f64 / (ms * 1e-3) / 1e9;
