@@ -92,8 +92,8 @@ struct Args {
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
           default_values_t = [ScanConfig::default().get_resident() as u8])]
     resident: Vec<u8>,
-    /// Bytes of input from which scans take the large tiles (ScanConfig::large_from; 0:
-    /// always, 18446744073709551615: never).
+    /// Bytes of input from which scans take the large inputs' kernel, its large tiles and
+    /// L2 prefetch (ScanConfig::large_from; 0: always, 18446744073709551615: never).
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
           default_values_t = [ScanConfig::default().get_large_from()])]
     large_from: Vec<u64>,
