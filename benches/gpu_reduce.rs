@@ -5,7 +5,8 @@
 //! ```text
 //! cargo bench --bench gpu_reduce -- [--ops sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar,div2mean]
 //!                                   [--dtypes f32,f64,f16,bf16,i32,i64,u8]
-//!                                   [--log2 20,24,28] [--block 1024] [--reps 50]
+//!                                   [--log2 20,24,28] [--block 1024] [--large-block 128]
+//!                                   [--large-from-len 65536] [--reps 50]
 //!                                   [--check-up-to 28] [--json OUT.json]
 //! ```
 //!
@@ -51,6 +52,12 @@ struct Args {
     /// Threads per block.
     #[arg(long, default_value_t = 1024)]
     block: u32,
+    /// Threads per block of order-free operators from --large-from-len elements.
+    #[arg(long, default_value_t = 128)]
+    large_block: u32,
+    /// Elements from which order-free operators take --large-block (u64::MAX: never).
+    #[arg(long, default_value_t = 1 << 16)]
+    large_from_len: u64,
     /// Event-timed launches per measurement (the median is reported).
     #[arg(long, default_value_t = 50)]
     reps: usize,
@@ -151,7 +158,10 @@ fn run_dtype<T: Ops>(gpu: &Gpu, a: &Args, dtype: &str, rows: &mut Vec<Row>) -> R
         let x = gpu.stream().clone_htod(&host)?;
         let case = Case {
             gpu,
-            config: ReduceConfig::default().block(a.block),
+            config: ReduceConfig::default()
+                .block(a.block)
+                .large_block(a.large_block)
+                .large_from_len(a.large_from_len),
             x: &x,
             host: &host,
             reps: a.reps,
@@ -195,10 +205,12 @@ fn main() -> Res<()> {
         }
     };
     println!(
-        "# cufold {} on {}, block {}, median of {} event-timed launches",
+        "# cufold {} on {}, block {} (order-free operators: {} from {} elements), median of {} event-timed launches",
         env!("CARGO_PKG_VERSION"),
         gpu.device_name(),
         a.block,
+        a.large_block,
+        a.large_from_len,
         a.reps
     );
     let mut rows = Vec::new();

@@ -197,6 +197,88 @@ fn results_do_not_depend_on_the_block_size() {
     }
 }
 
+/// Reduces `host` (uploaded as `dev`) with the default reducer, which takes the large
+/// inputs' kernel from `ReduceConfig::large_from_len` elements for order-free operators, and
+/// with one that never does: both equal the CPU's bits.
+fn check_both_kernels<T: DeviceValue, O: Operator<T>>(
+    dev: &impl DevicePtr<T>,
+    host: &[T],
+    op: O,
+    what: &str,
+) {
+    let g = gpu();
+    let n = host.len() as u64;
+    let want = Cpu::new().reduce(host, op).unwrap();
+    let default = g.reducer::<T, O>(op).unwrap();
+    let config = ReduceConfig::default();
+    let one_tile = cufold::reduce::ReduceShape::for_sizes(std::mem::size_of::<T>(), 1024)
+        .unwrap()
+        .tile();
+    let expect_block = if O::ORDER_FREE && n >= config.get_large_from_len() && n > one_tile {
+        config.get_large_block()
+    } else {
+        config.get_block()
+    };
+    assert_eq!(default.shape_for_len(n).block, expect_block, "{what} n={n}");
+    let never = g
+        .reducer_with::<T, O>(op, config.large_from_len(u64::MAX))
+        .unwrap();
+    assert_eq!(never.shape_for_len(n).block, config.get_block());
+    let other = g
+        .reducer_with::<T, O>(op, config.large_block(32).large_from_len(1000))
+        .unwrap();
+    for (r, how) in [
+        (&default, "default"),
+        (&never, "never"),
+        (&other, "32 from 1000"),
+    ] {
+        let got = r.reduce(dev).unwrap();
+        assert!(
+            same(&got, &want),
+            "{what} n={n} ({how}): GPU {got:?} != CPU {want:?}"
+        );
+    }
+}
+
+/// Order-free operators switch to 128-thread blocks from 2^16 elements: every size around
+/// the switch, aligned and not, gives the CPU's bits (and so those of the 1024-thread kernel).
+#[test]
+#[ignore = "needs a CUDA device"]
+fn order_free_operators_keep_their_bits_across_the_large_inputs_kernel() {
+    let s = seed("order_free_operators_keep_their_bits_across_the_large_inputs_kernel");
+    let g = gpu();
+    macro_rules! each {
+        ($t:ty, $n:expr) => {{
+            let host: Vec<$t> = data($n, s ^ $n as u64);
+            let dev = upload(g, &host);
+            let what = |op: &str| format!("{op}<{}> (CUFOLD_SEED={s})", stringify!($t));
+            check_both_kernels(&dev, &host, Max, &what("Max"));
+            check_both_kernels(&dev, &host, MinMax, &what("MinMax"));
+            check_both_kernels(&dev, &host, ArgMin, &what("ArgMin"));
+            check_both_kernels(&dev, &host, ArgMax, &what("ArgMax"));
+            check_both_kernels(&dev, &host, Sum, &what("Sum"));
+            let view = dev.slice(1..);
+            check_both_kernels(&view, &host[1..], ArgMax, &what("ArgMax (offset view)"));
+            check_both_kernels(&view, &host[1..], Min, &what("Min (offset view)"));
+        }};
+    }
+    for n in [
+        (1usize << 16) - 1,
+        1 << 16,
+        (1 << 16) + 1,
+        (1 << 16) + 2,
+        (3 << 16) + 7,
+        (1 << 21) + 3,
+    ] {
+        each!(f32, n);
+        each!(f64, n);
+        each!(f16, n);
+        each!(u8, n);
+        each!(i32, n);
+        each!(i64, n);
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn div2mean_bits_are_the_pairwise_sum_times_a_power_of_two() {

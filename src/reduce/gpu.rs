@@ -12,7 +12,7 @@ use cudarc::driver::{
     CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 use std::marker::PhantomData;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The full CUDA source of the reduction kernel for `op`, whose run-time parameters
 /// ([`Operator::params`]) are `param_bytes` long, with compile-time `shape`
@@ -86,7 +86,7 @@ impl Gpu {
         self.reducer_with(op, ReduceConfig::default())
     }
 
-    /// A reducer for `op` built with `config` (block size): the speed changes, never the
+    /// A reducer for `op` built with `config` (block sizes): the speed changes, never the
     /// result.
     ///
     /// ```no_run
@@ -100,7 +100,7 @@ impl Gpu {
         op: O,
         config: ReduceConfig,
     ) -> Result<Reducer<T, O>> {
-        Reducer::new(self.clone(), op, config.get_block())
+        Reducer::new(self.clone(), op, config)
     }
 
     /// Reduces `x` (a `CudaSlice`, `CudaView` or `CudaViewMut` at any offset) and returns
@@ -186,36 +186,54 @@ impl Gpu {
     }
 }
 
-/// A reducer's compiled kernels and shape (what [`Gpu::reduce`] keeps per operator type; no
+/// A reducer's compiled kernels and shapes (what [`Gpu::reduce`] keeps per operator type; no
 /// handle inside, so that the handle does not keep itself alive).
 struct ReduceKernels<T, O> {
-    shape: ReduceShape,
     param_bytes: usize,
-    vector: Option<CudaFunction>,
-    scalar: OnceLock<CudaFunction>,
+    small: ShapeKernels,
+    large: Option<Large>,
     _types: PhantomData<fn(T, O)>,
 }
 
 impl<T, O> Clone for ReduceKernels<T, O> {
     fn clone(&self) -> Self {
         ReduceKernels {
-            shape: self.shape,
             param_bytes: self.param_bytes,
-            vector: self.vector.clone(),
-            scalar: self.scalar.clone(),
+            small: self.small.clone(),
+            large: self.large.clone(),
             _types: PhantomData,
         }
     }
+}
+
+/// The kernels of one shape: the 16-byte-vector form for aligned inputs (where the type has
+/// one) compiled when the shape is first needed, the element-by-element form on first use
+/// (shared by the reducer's clones).
+#[derive(Clone)]
+struct ShapeKernels {
+    shape: ReduceShape,
+    vector: Option<CudaFunction>,
+    scalar: Arc<OnceLock<CudaFunction>>,
+}
+
+/// An order-free operator's kernel for large inputs ([`ReduceConfig::large_block`]): its
+/// shape, the length from which it is taken, and its kernels, compiled on first use.
+#[derive(Clone)]
+struct Large {
+    shape: ReduceShape,
+    from: u64,
+    kernels: Arc<OnceLock<ShapeKernels>>,
 }
 
 /// A compiled reduction for `op` over elements of type `T`, on a [`Gpu`]'s stream.
 ///
 /// One kernel serves every length: small inputs (up to one tile, 16384 f32) take a single
 /// block and a single launch; larger ones one launch of at most one wave of blocks whose
-/// last block to finish reduces the partials and writes the result. The result is the
-/// canonical tree (crate docs): the same bits for every length-N input on every GPU and
-/// block size, and the CPU backend's bits for operators built from `+ - * /`, min, max and
-/// comparisons.
+/// last block to finish reduces the partials and writes the result. Order-free operators
+/// take a second kernel, of smaller blocks, from [`ReduceConfig::large_from_len`] elements
+/// (compiled on first use). The result is the canonical tree (crate docs): the same bits for
+/// every length-N input on every GPU and block size, and the CPU backend's bits for
+/// operators built from `+ - * /`, min, max and comparisons.
 ///
 /// ```no_run
 /// use cufold::ops::{Mean, Sum};
@@ -232,9 +250,8 @@ pub struct Reducer<T: DeviceValue, O: Operator<T>> {
     op: O,
     params: Box<ParamBlob>,
     param_bytes: usize,
-    shape: ReduceShape,
-    vector: Option<CudaFunction>,
-    scalar: OnceLock<CudaFunction>,
+    small: ShapeKernels,
+    large: Option<Large>,
     _input: PhantomData<fn(T)>,
 }
 
@@ -243,45 +260,50 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
         f.debug_struct("Reducer")
             .field("op", &O::name())
             .field("input", &T::cuda_name())
-            .field("shape", &self.shape)
+            .field("shape", &self.small.shape)
+            .field("large", &self.large.as_ref().map(|l| (l.from, l.shape)))
             .field("gpu", &self.gpu)
             .finish()
     }
 }
 
 impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
-    fn new(gpu: Gpu, op: O, block: u32) -> Result<Self> {
-        let shape = ReduceShape {
-            order_free: O::ORDER_FREE,
-            ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block)?
+    fn new(gpu: Gpu, op: O, config: ReduceConfig) -> Result<Self> {
+        let shape_of = |block| -> Result<ReduceShape> {
+            Ok(ReduceShape {
+                order_free: O::ORDER_FREE,
+                ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block)?
+            })
         };
+        let shape = shape_of(config.get_block())?;
+        let large_shape = shape_of(config.get_large_block())?;
+        let large =
+            (O::ORDER_FREE && config.get_large_from_len() != u64::MAX && large_shape != shape)
+                .then(|| Large {
+                    shape: large_shape,
+                    from: config.get_large_from_len(),
+                    kernels: Default::default(),
+                });
         let params = op.params();
-        let mut r = Reducer {
+        let param_bytes = params.bytes().len();
+        let small = shape_kernels::<T>(&gpu, &op.cuda(), param_bytes, shape)?;
+        Ok(Reducer {
             gpu,
             op,
             params: ParamBlob::new(&params, O::name)?,
-            param_bytes: params.bytes().len(),
-            shape,
-            vector: None,
-            scalar: OnceLock::new(),
+            param_bytes,
+            small,
+            large,
             _input: PhantomData,
-        };
-        if r.vectorizable() {
-            r.vector = Some(r.function(true)?);
-        } else {
-            let f = r.function(false)?;
-            let _ = r.scalar.set(f);
-        }
-        Ok(r)
+        })
     }
 
     /// What this reducer keeps whatever the operator's value.
     fn kernels(&self) -> ReduceKernels<T, O> {
         ReduceKernels {
-            shape: self.shape,
             param_bytes: self.param_bytes,
-            vector: self.vector.clone(),
-            scalar: self.scalar.clone(),
+            small: self.small.clone(),
+            large: self.large.clone(),
             _types: PhantomData,
         }
     }
@@ -294,9 +316,8 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
             op,
             params,
             param_bytes: k.param_bytes,
-            shape: k.shape,
-            vector: k.vector,
-            scalar: k.scalar,
+            small: k.small,
+            large: k.large,
             _input: PhantomData,
         })
     }
@@ -329,9 +350,8 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
             op,
             params,
             param_bytes: self.param_bytes,
-            shape: self.shape,
-            vector: self.vector.clone(),
-            scalar: self.scalar.clone(),
+            small: self.small.clone(),
+            large: self.large.clone(),
             _input: PhantomData,
         })
     }
@@ -348,21 +368,46 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
         &self.op
     }
 
-    fn vectorizable(&self) -> bool {
-        self.shape.vec as usize * std::mem::size_of::<T>() == 16
+    /// The compile-time shape of the kernel a reduction of `n` elements takes: for
+    /// order-free operators, [`ReduceConfig::large_block`]'s from
+    /// [`ReduceConfig::large_from_len`] elements where `n` is more than one tile of the
+    /// configured block's shape; else the configured block's.
+    ///
+    /// ```no_run
+    /// use cufold::ops::{ArgMax, Sum};
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let argmax = gpu.reducer::<f32, _>(ArgMax)?;
+    /// assert_eq!(argmax.shape_for_len(1000).block, 1024);
+    /// assert_eq!(argmax.shape_for_len(1 << 24).block, 128);
+    /// assert_eq!(gpu.reducer::<f32, _>(Sum)?.shape_for_len(1 << 24).block, 1024);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn shape_for_len(&self, n: u64) -> ReduceShape {
+        self.large_for(n).map_or(self.small.shape, |l| l.shape)
     }
 
-    fn function(&self, vector: bool) -> Result<CudaFunction> {
-        let cuda = self.op.cuda();
-        self.gpu.kernel(
-            "cf_reduce",
-            &cuda,
-            &(self.shape, vector, self.param_bytes),
-            || kernel_source(&cuda, self.param_bytes, &self.shape, vector),
-        )
+    /// The large inputs' kernel, where a reduction of `n` elements takes it: from
+    /// `large_from_len` elements, unless one block of the configured size reduces them in one
+    /// tile (u8 at 2^16: one launch of one block, faster than a grid of small blocks).
+    fn large_for(&self, n: u64) -> Option<&Large> {
+        self.large
+            .as_ref()
+            .filter(|l| n >= l.from && n > self.small.shape.tile())
     }
 
-    /// The plan a reduction of `n` elements would launch.
+    /// The kernels a reduction of `n` elements launches (compiling the large inputs' on
+    /// first use).
+    fn kernels_for(&self, n: u64) -> Result<&ShapeKernels> {
+        let Some(l) = self.large_for(n) else {
+            return Ok(&self.small);
+        };
+        get_or_try(&l.kernels, || {
+            shape_kernels::<T>(&self.gpu, &self.op.cuda(), self.param_bytes, l.shape)
+        })
+    }
+
+    /// The plan a reduction of `n` elements would launch (with the kernel of
+    /// [`Reducer::shape_for_len`]).
     ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
@@ -371,7 +416,7 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn plan(&self, n: u64) -> Result<ReducePlan> {
-        plan(n, &self.shape, &self.gpu.inner.props)
+        plan(n, &self.shape_for_len(n), &self.gpu.inner.props)
     }
 
     /// Reduces `x` and returns the result on the host (waits for the stream).
@@ -426,10 +471,13 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     /// output at `out_ptr` (the segmented reduction's per-row launches). The caller holds
     /// the buffers' stream guards and has checked `n` against the operator's empty value.
     pub(crate) fn launch(&self, x_ptr: u64, n: u64, out_ptr: u64) -> Result<()> {
-        let plan = self.plan(n)?;
-        let f = match &self.vector {
+        let k = self.kernels_for(n)?;
+        let plan = plan(n, &k.shape, &self.gpu.inner.props)?;
+        let f = match &k.vector {
             Some(v) if x_ptr % 16 == 0 => v,
-            _ => get_or_try(&self.scalar, || self.function(false))?,
+            _ => get_or_try(&k.scalar, || {
+                reduce_kernel(&self.gpu, &self.op.cuda(), self.param_bytes, k.shape, false)
+            })?,
         };
         // SAFETY: x holds n elements of In, the kernel's first argument: its parameters are
         // (const In*, u64, u64, u64, Acc*, u64*, Out*, OpBytes<param_bytes>).
@@ -440,13 +488,50 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
                 x_ptr,
                 n,
                 &plan,
-                self.shape.block,
+                k.shape.block,
                 out_ptr,
                 &self.params,
                 "launching the reduction kernel",
             )
         }
     }
+}
+
+/// The reduction kernel of `cuda` (parameters of `param_bytes`) in `shape`, reading 16-byte
+/// vectors (`vector`, for aligned inputs) or element by element.
+fn reduce_kernel(
+    gpu: &Gpu,
+    cuda: &CudaOp,
+    param_bytes: usize,
+    shape: ReduceShape,
+    vector: bool,
+) -> Result<CudaFunction> {
+    gpu.kernel("cf_reduce", cuda, &(shape, vector, param_bytes), || {
+        kernel_source(cuda, param_bytes, &shape, vector)
+    })
+}
+
+/// The kernels of `shape` for inputs of type `T`: the vector form compiled now where `T`
+/// has one (16 bytes a load), else the element-by-element form now.
+fn shape_kernels<T>(
+    gpu: &Gpu,
+    cuda: &CudaOp,
+    param_bytes: usize,
+    shape: ReduceShape,
+) -> Result<ShapeKernels> {
+    let vectorizable = shape.vec as usize * std::mem::size_of::<T>() == 16;
+    let scalar = Arc::new(OnceLock::new());
+    let vector = if vectorizable {
+        Some(reduce_kernel(gpu, cuda, param_bytes, shape, true)?)
+    } else {
+        let _ = scalar.set(reduce_kernel(gpu, cuda, param_bytes, shape, false)?);
+        None
+    };
+    Ok(ShapeKernels {
+        shape,
+        vector,
+        scalar,
+    })
 }
 
 /// Launches a kernel of reduce.cuh's grid machinery (`cf::reduce_grid`: the reduction and

@@ -30,17 +30,25 @@ pub use plan::{plan, ReducePlan, ReduceShape};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ReduceConfig {
     block: u32,
+    large_block: u32,
+    large_from_len: u64,
 }
 
 impl Default for ReduceConfig {
     fn default() -> Self {
-        ReduceConfig { block: 1024 }
+        ReduceConfig {
+            block: 1024,
+            large_block: 128,
+            large_from_len: 1 << 16,
+        }
     }
 }
 
 impl ReduceConfig {
     /// Threads per block: a power of two from 32 to 1024 (default 1024, the fastest for sums
-    /// on an H100 in BENCHMARKS.md); checked when the reducer is built.
+    /// on an H100 in BENCHMARKS.md); checked when the reducer is built. Order-free operators
+    /// take [`ReduceConfig::large_block`] instead from [`ReduceConfig::large_from_len`]
+    /// elements.
     ///
     /// ```
     /// let config = cufold::reduce::ReduceConfig::default().block(128);
@@ -58,5 +66,57 @@ impl ReduceConfig {
     /// ```
     pub fn get_block(&self) -> u32 {
         self.block
+    }
+
+    /// Threads per block of the second kernel that [order-free](crate::ops::Operator::ORDER_FREE)
+    /// operators (min, max, the arg- operators, integer sums) take from
+    /// [`ReduceConfig::large_from_len`] elements: a power of two from 32 to 1024 (default
+    /// 128), checked when the reducer is built. Every order of combination gives such an
+    /// operator the same bits, so only the speed changes; other operators never take it.
+    ///
+    /// Measured on an H100 (BENCHMARKS.md, "Reductions short of 95% of a copy"): with
+    /// 128-thread blocks, twice as many registers a thread and full occupancy, argmin and
+    /// argmax at 2^24 elements run 20-54% faster than in 1024-thread blocks, and from 2^16
+    /// elements on no order-free operator measured is slower; below that, 1024 is faster.
+    ///
+    /// ```
+    /// let config = cufold::reduce::ReduceConfig::default().large_block(256);
+    /// assert_eq!(config.get_large_block(), 256);
+    /// ```
+    pub fn large_block(mut self, block: u32) -> Self {
+        self.large_block = block;
+        self
+    }
+
+    /// The block size order-free operators take on large inputs.
+    ///
+    /// ```
+    /// assert_eq!(cufold::reduce::ReduceConfig::default().get_large_block(), 128);
+    /// ```
+    pub fn get_large_block(&self) -> u32 {
+        self.large_block
+    }
+
+    /// Elements from which order-free operators take [`ReduceConfig::large_block`]'s kernel
+    /// (default 2^16; `u64::MAX`: never), compiled on first use. Inputs that one block of
+    /// [`ReduceConfig::block`] reduces in a single tile (up to 65536 `u8`) keep that block:
+    /// one launch of one block is the faster there (measured: 8.6 against 10.6 µs).
+    ///
+    /// ```
+    /// let config = cufold::reduce::ReduceConfig::default().large_from_len(u64::MAX);
+    /// assert_eq!(config.get_large_from_len(), u64::MAX);
+    /// ```
+    pub fn large_from_len(mut self, n: u64) -> Self {
+        self.large_from_len = n;
+        self
+    }
+
+    /// The length from which order-free operators take the large inputs' kernel.
+    ///
+    /// ```
+    /// assert_eq!(cufold::reduce::ReduceConfig::default().get_large_from_len(), 1 << 16);
+    /// ```
+    pub fn get_large_from_len(&self) -> u64 {
+        self.large_from_len
     }
 }
