@@ -13,6 +13,8 @@
 //! ```text
 //! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw,mid,wide,narrow]
 //!                                    [--ops sum,max,argmax,cumsum,sum_by_key]
+//!                                    [--schedule thread|warp|lanes|block|whole]
+//!                                    [--block 256] [--scan-block 256]
 //!                                    [--reps 20] [--json OUT.json]
 //! ```
 
@@ -62,6 +64,9 @@ struct Args {
     /// the whole schedule and for the longest ragged segments (`SegmentConfig::scan`).
     #[arg(long, default_value_t = 256)]
     scan_block: u32,
+    /// Threads per block of the segmented reductions (`SegmentConfig::block`).
+    #[arg(long, default_value_t = 256)]
+    block: u32,
     #[command(flatten)]
     out: common::Output,
 }
@@ -72,6 +77,8 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 static FORCED: std::sync::OnceLock<Option<cufold::segment::Schedule>> = std::sync::OnceLock::new();
 /// The device-wide scan's block size, `--scan-block`.
 static SCAN_BLOCK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+/// `--block`, for the reductions.
+static BLOCK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
 
 /// A shape: rows of a packed matrix, or CSR offsets.
 enum Shape {
@@ -151,7 +158,9 @@ fn run<O: Operator<f32>>(
     let forced = FORCED.get().copied().flatten();
     let r = gpu.segment_reducer_with::<f32, O>(
         op,
-        cufold::segment::SegmentConfig::default().schedule(forced),
+        cufold::segment::SegmentConfig::default()
+            .schedule(forced)
+            .block(*BLOCK.get().expect("set")),
     )?;
     let (segments, total, extra) = match shape {
         Shape::Rows(rows) => (rows.rows, rows.rows * rows.cols, 0),
@@ -355,6 +364,7 @@ fn main() -> Res<()> {
         reps,
         schedule,
         scan_block,
+        block,
         out: common::Output { json, .. },
     } = <Args as clap::Parser>::parse();
     use cufold::segment::Schedule;
@@ -367,6 +377,7 @@ fn main() -> Res<()> {
     });
     FORCED.set(forced).expect("set once");
     SCAN_BLOCK.set(scan_block).expect("set once");
+    BLOCK.set(block).expect("set once");
     let gpu = match Gpu::open(0) {
         Ok(g) => g,
         Err(e) => {

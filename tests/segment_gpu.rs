@@ -128,6 +128,21 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
             );
             compare(&what, &download(&out), &want);
         }
+        // The split schedule's own block size (default 512): others give the same bits.
+        for split_block in [64, 1024] {
+            let config = SegmentConfig::default()
+                .schedule(Some(Schedule::Split))
+                .split_block(split_block);
+            let r = g.segment_reducer_with::<T, O>(op, config).unwrap();
+            let mut out = upload(g, &vec![poison::<O::Out>(); rows.rows]);
+            r.reduce_rows_into(&view, rows, &mut out).unwrap();
+            let what = format!(
+                "{} over {}, {rows:?}, split blocks of {split_block}",
+                O::NAME,
+                T::cuda_name()
+            );
+            compare(&what, &download(&out), &want);
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, Result};
 use crate::gpu::jit::embedded::defines;
-use crate::gpu::{check_block, get_or_try, jit, Gpu};
+use crate::gpu::{get_or_try, jit, Gpu};
 use crate::ops::check::check_empty;
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use crate::reduce::{ReduceShape, Reducer};
@@ -122,6 +122,7 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
     param_bytes: usize,
     config: SegmentConfig,
     shape: ReduceShape,
+    split_shape: ReduceShape,
     thread: OnceLock<CudaFunction>,
     warp: OnceLock<CudaFunction>,
     lanes: OnceLock<CudaFunction>,
@@ -148,11 +149,14 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentReducer<T, O> {
 
 impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
-        check_block(config.get_block())?;
-        let shape = ReduceShape {
-            order_free: O::ORDER_FREE,
-            ..ReduceShape::for_sizes(std::mem::size_of::<T>(), config.get_block())?
+        let shape_of = |block| -> Result<ReduceShape> {
+            Ok(ReduceShape {
+                order_free: O::ORDER_FREE,
+                ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block)?
+            })
         };
+        let shape = shape_of(config.get_block())?;
+        let split_shape = shape_of(config.get_split_block())?;
         let params = op.params();
         Ok(SegmentReducer {
             gpu,
@@ -161,6 +165,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             param_bytes: params.bytes().len(),
             config,
             shape,
+            split_shape,
             thread: OnceLock::new(),
             warp: OnceLock::new(),
             lanes: OnceLock::new(),
@@ -354,11 +359,12 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     fn split_rows(&self, x_ptr: u64, rows: Rows, out_ptr: u64) -> Result<()> {
         let dev = &self.gpu.inner.props;
         let (r, cols) = (rows.rows as u64, rows.cols as u64);
-        let block = self.config.get_block();
-        let chunk_log = split_chunk_log(r, cols, self.shape_for(block).tile(), block, dev);
+        let shape = self.split_shape;
+        let block = shape.block;
+        let chunk_log = split_chunk_log(r, cols, shape.tile(), block, dev);
         let chunks = r * cols.div_ceil(1 << chunk_log);
-        let chunk_fn = self.kernel(&self.chunk_fn, "cf_segment_chunks", block)?;
-        let combine_fn = self.kernel(&self.combine_fn, "cf_segment_combine", block)?;
+        let chunk_fn = self.kernel_with(&self.chunk_fn, "cf_segment_chunks", shape, block)?;
+        let combine_fn = self.kernel_with(&self.combine_fn, "cf_segment_combine", shape, block)?;
         let grid = with_schedule(Schedule::Block, chunks, block, dev).grid as u32;
         let rows_grid = r.clamp(1, i32::MAX as u64) as u32;
         let plain = chunks as usize * std::mem::size_of::<O::Acc>();
@@ -422,9 +428,20 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         name: &str,
         group: u32,
     ) -> Result<&'a CudaFunction> {
+        self.kernel_with(cell, name, self.shape_for(group), group)
+    }
+
+    /// The kernel `name` of `shape` with `group` threads per segment, compiled (or loaded)
+    /// into `cell` on first use.
+    fn kernel_with<'a>(
+        &self,
+        cell: &'a OnceLock<CudaFunction>,
+        name: &str,
+        shape: ReduceShape,
+        group: u32,
+    ) -> Result<&'a CudaFunction> {
         get_or_try(cell, || {
             let cuda = self.op.cuda();
-            let shape = self.shape_for(group);
             self.gpu
                 .kernel(name, &cuda, &(shape, group, self.param_bytes), || {
                     kernel_source(&cuda, self.param_bytes, &shape, group)

@@ -131,6 +131,7 @@ impl Rows {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SegmentConfig {
     block: u32,
+    split_block: u32,
     schedule: Option<Schedule>,
     scan: ScanConfig,
 }
@@ -139,6 +140,7 @@ impl Default for SegmentConfig {
     fn default() -> Self {
         SegmentConfig {
             block: 256,
+            split_block: 512,
             schedule: None,
             scan: ScanConfig::default(),
         }
@@ -163,6 +165,33 @@ impl SegmentConfig {
     /// ```
     pub fn get_block(&self) -> u32 {
         self.block
+    }
+
+    /// Threads per block of [`Schedule::Split`]'s two kernels (the blocks that reduce chunks
+    /// of long rows, and those joining a row's chunks): a power of two from 32 to 1024
+    /// (default 512), checked when the reducer is built; reductions only.
+    ///
+    /// Measured on an H100 (BENCHMARKS.md, "Segments, ninth step"): 16 rows of 2^24 f32,
+    /// sum 2793-2796 GB/s in blocks of 256, 2896-2911 in 512, 2895-2899 in 1024; max within
+    /// 1% and argmax 0.6% slower in 512, 4% in 1024.
+    ///
+    /// ```
+    /// use cufold::segment::SegmentConfig;
+    /// assert_eq!(SegmentConfig::default().get_split_block(), 512);
+    /// assert_eq!(SegmentConfig::default().split_block(1024).get_split_block(), 1024);
+    /// ```
+    pub fn split_block(mut self, block: u32) -> Self {
+        self.split_block = block;
+        self
+    }
+
+    /// The block size of [`Schedule::Split`]'s kernels this configuration asks for.
+    ///
+    /// ```
+    /// assert_eq!(cufold::segment::SegmentConfig::default().get_split_block(), 512);
+    /// ```
+    pub fn get_split_block(&self) -> u32 {
+        self.split_block
     }
 
     /// A schedule for every launch, instead of the planner's choice by length (`None`, the
