@@ -112,42 +112,29 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
                 Some(Cpu::new().reduce(&x[lo..lo + rows.cols], op).unwrap())
             })
             .collect();
-        for schedule in SCHEDULES
-            .into_iter()
-            .chain([Some(Schedule::Whole), Some(Schedule::Split)])
-        {
-            let r = g
-                .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
-                .unwrap();
-            let mut out = upload(g, &vec![poison::<O::Out>(); rows.rows]);
-            r.reduce_rows_into(&view, rows, &mut out).unwrap();
-            let what = format!(
-                "{} over {}, {rows:?}, {schedule:?}",
-                O::NAME,
-                T::cuda_name()
-            );
-            compare(&what, &download(&out), &want);
-        }
-        // The split schedule's own block size (default 512): others give the same bits. Each
-        // is two more compiles (seconds for MeanVar's), so in the default tier only for
-        // accumulators of up to 8 bytes (the sums, f16 max).
+        // Every schedule, then the split schedule's own block size (default 512) at 64 and
+        // 1024, which give the same bits. Each of those is two more compiles (seconds for
+        // MeanVar's), so in the default tier only for accumulators of up to 8 bytes (the
+        // sums, f16 max).
         let split_blocks: &[u32] = if full_tier() || std::mem::size_of::<O::Acc>() <= 8 {
             &[64, 1024]
         } else {
             &[]
         };
-        for &split_block in split_blocks {
-            let config = SegmentConfig::default()
-                .schedule(Some(Schedule::Split))
-                .split_block(split_block);
+        let configs = SCHEDULES
+            .into_iter()
+            .chain([Some(Schedule::Whole), Some(Schedule::Split)])
+            .map(|s| SegmentConfig::default().schedule(s))
+            .chain(split_blocks.iter().map(|&b| {
+                SegmentConfig::default()
+                    .schedule(Some(Schedule::Split))
+                    .split_block(b)
+            }));
+        for config in configs {
             let r = g.segment_reducer_with::<T, O>(op, config).unwrap();
             let mut out = upload(g, &vec![poison::<O::Out>(); rows.rows]);
             r.reduce_rows_into(&view, rows, &mut out).unwrap();
-            let what = format!(
-                "{} over {}, {rows:?}, split blocks of {split_block}",
-                O::NAME,
-                T::cuda_name()
-            );
+            let what = format!("{} over {}, {rows:?}, {config:?}", O::NAME, T::cuda_name());
             compare(&what, &download(&out), &want);
         }
     }

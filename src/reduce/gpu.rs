@@ -269,14 +269,8 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
 
 impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     fn new(gpu: Gpu, op: O, config: ReduceConfig) -> Result<Self> {
-        let shape_of = |block| -> Result<ReduceShape> {
-            Ok(ReduceShape {
-                order_free: O::ORDER_FREE,
-                ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block)?
-            })
-        };
-        let shape = shape_of(config.get_block())?;
-        let large_shape = shape_of(config.get_large_block())?;
+        let shape = ReduceShape::for_operator::<T, O>(config.get_block())?;
+        let large_shape = ReduceShape::for_operator::<T, O>(config.get_large_block())?;
         let large =
             (O::ORDER_FREE && config.get_large_from_len() != u64::MAX && large_shape != shape)
                 .then(|| Large {

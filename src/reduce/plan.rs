@@ -5,8 +5,10 @@
 //! plan changes only the speed, never the bits: a different block size, number of loads per
 //! thread or grid gives the same result.
 
+use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gpu::{check_block, DeviceProps};
+use crate::ops::Operator;
 
 /// Compile-time shape of a reduction kernel: one compiled kernel serves every N.
 ///
@@ -65,6 +67,16 @@ impl ReduceShape {
             loads: loads as u32,
             final_loads: FINAL_LOADS,
             order_free: false,
+        })
+    }
+
+    /// The shape of `block` threads for operator `O` over elements of type `T`:
+    /// [`ReduceShape::for_sizes`] with `O`'s schedule ([`ReduceShape::order_free`]), as every
+    /// reducer builds it.
+    pub(crate) fn for_operator<T: DeviceValue, O: Operator<T>>(block: u32) -> Result<ReduceShape> {
+        Ok(ReduceShape {
+            order_free: O::ORDER_FREE,
+            ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block)?
         })
     }
 

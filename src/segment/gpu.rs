@@ -149,14 +149,8 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentReducer<T, O> {
 
 impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
-        let shape_of = |block| -> Result<ReduceShape> {
-            Ok(ReduceShape {
-                order_free: O::ORDER_FREE,
-                ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block)?
-            })
-        };
-        let shape = shape_of(config.get_block())?;
-        let split_shape = shape_of(config.get_split_block())?;
+        let shape = ReduceShape::for_operator::<T, O>(config.get_block())?;
+        let split_shape = ReduceShape::for_operator::<T, O>(config.get_split_block())?;
         let params = op.params();
         Ok(SegmentReducer {
             gpu,
