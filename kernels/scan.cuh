@@ -324,33 +324,50 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
 // scans a whole array, each on its own: global tile g (the block's ticket) is tile
 // g - first of the segment that reserved it, with its leaves and nodes at slot `first`
 // onwards. A segment's tiles are consecutive tickets, so a tile waits only on earlier tiles
-// of its own segment, which hold earlier tickets. The grid is the list's tile capacity
-// (the host does not know how many were reserved); tickets past them, and tiles of a
-// segment that found the list full (scanned by its warp instead), end at once. Outputs go
-// to the segment's own positions of y.
+// of its own segment, which hold earlier tickets. The host does not know how many tiles
+// were reserved, so the grid is what the device holds at once (or the list's tile capacity
+// if smaller), and each block takes tickets until one is past the reserved tiles: a block
+// finishes its tile before it takes the next ticket, and a tile waits only on earlier
+// tickets, which running blocks hold, so every wait ends. (A grid of the list's capacity,
+// one ticket a block, spent about 300 us on an H100 launching 24 577 blocks that found no
+// tile, for 2^28 positions.) Tiles of a segment that found the list full (scanned by its
+// warp instead) are skipped. Outputs go to the segment's own positions of y.
 extern "C" __global__ void CF_SCAN_BOUNDS
 cf_scan_long(const cf_in_t* x, cf_out_t* y, cf::u64 n, unsigned exclusive, unsigned long long* ticket,
              unsigned long long* leaf_slots, unsigned long long* node_slots, cf::u64* long_hdr,
              const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     constexpr int TILE_LOG = cf::ilog2(CF_BLOCK * CF_ITEMS);
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
-    cf::u64 g;
-    unsigned epoch;
-    cf_take_ticket(ticket, gridDim.x, g, epoch);
     const cf::LongList l = cf::scan_long_list(long_hdr, n, TILE_LOG);
-    if (g >= l.reserved()) return;
-    const unsigned slot = l.owner()[g];
-    if (slot == ~0u) return;
-    const cf::u64* e = l.entry(slot);
-    const cf::u64 lo = e[1], len = e[2], first = e[3];
-    const cf_in_t* xs = x + lo;
-    cf_out_t* ys = y + lo;
-    unsigned mode = exclusive ? CF_SCAN_EXCLUSIVE : 0u;
-    if ((reinterpret_cast<unsigned long long>(xs) & 15) == 0) mode |= CF_SCAN_X_ALIGNED;
-    if ((reinterpret_cast<unsigned long long>(ys) & 15) == 0) mode |= CF_SCAN_Y_ALIGNED;
+    // Written by the filling launch, so the same in every block: each block takes one
+    // ticket past the reserved tiles, and the last of all resets the counter.
+    const cf::u64 reserved = l.reserved();
     constexpr int W = cf::NodeSlots<cf_acc_t>::WORDS;
-    const cf::NodeSlots<cf_acc_t> leaves{leaf_slots + first * W, epoch}, nodes{node_slots + first * W, epoch};
-    cf_scan_tile(op, xs, ys, len, g - first, (len + (1ull << TILE_LOG) - 1) >> TILE_LOG, mode, leaves, nodes);
+    unsigned first_epoch = 0;
+    for (;;) {
+        // Every thread has read the last ticket (and is done with the last tile's shared
+        // memory) before thread 0 takes the next.
+        __syncthreads();
+        cf::u64 g;
+        unsigned epoch;
+        cf_take_ticket(ticket, reserved + gridDim.x, g, epoch);
+        // The epoch read before a block's first ticket is the launch's: the counter's word
+        // changes only at the last ticket of all, which no block takes before its first.
+        if (first_epoch == 0) first_epoch = epoch;
+        if (g >= reserved) return;
+        const unsigned slot = l.owner()[g];
+        if (slot == ~0u) continue;  // the same for the whole block
+        const cf::u64* e = l.entry(slot);
+        const cf::u64 lo = e[1], len = e[2], first = e[3];
+        const cf_in_t* xs = x + lo;
+        cf_out_t* ys = y + lo;
+        unsigned mode = exclusive ? CF_SCAN_EXCLUSIVE : 0u;
+        if ((reinterpret_cast<unsigned long long>(xs) & 15) == 0) mode |= CF_SCAN_X_ALIGNED;
+        if ((reinterpret_cast<unsigned long long>(ys) & 15) == 0) mode |= CF_SCAN_Y_ALIGNED;
+        const cf::NodeSlots<cf_acc_t> leaves{leaf_slots + first * W, first_epoch},
+            nodes{node_slots + first * W, first_epoch};
+        cf_scan_tile(op, xs, ys, len, g - first, (len + (1ull << TILE_LOG) - 1) >> TILE_LOG, mode, leaves, nodes);
+    }
 }
 
 // The rows of a matrix, each scanned as the device-wide scan scans a whole array, in one

@@ -152,7 +152,8 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     large_fn: OnceLock<CudaFunction>,
     thread_fn: OnceLock<CudaFunction>,
     block_fn: OnceLock<CudaFunction>,
-    long_fn: OnceLock<CudaFunction>,
+    /// The long pass's kernel and the blocks of it the device holds at once.
+    long_fn: OnceLock<(CudaFunction, u32)>,
     rows_fns: [OnceLock<CudaFunction>; ROWS_SHAPES],
     whole: OnceLock<Scanner<T, O>>,
     pub(super) runs: RunCache,
@@ -573,28 +574,36 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         // Ragged offsets on the thread schedule: segments over half a tile of the device-wide
         // scan (a long tail of lengths) are listed, then scanned by that scan's tiles and
         // look-back, each on its own (kernels/scan.cuh, cf_scan_long).
-        let long_fn = get_or_try(&self.long_fn, || {
-            crate::scan::long_kernel(
+        let (long_fn, resident) = get_or_try(&self.long_fn, || {
+            let f = crate::scan::long_kernel(
                 &self.gpu,
                 "cf_scan_long",
                 &self.op.cuda(),
                 self.param_bytes,
                 TypeSizes::of::<T, O>(),
                 &long_shape,
-            )
+            )?;
+            let per_sm = f
+                .occupancy_max_active_blocks_per_multiprocessor(
+                    long_shape.block,
+                    long_shape.dynamic_bytes(TypeSizes::of::<T, O>()),
+                    None,
+                )
+                .map_err(|e| {
+                    Error::driver(
+                        "asking how many long-pass scan blocks a multiprocessor holds",
+                        e,
+                    )
+                })?;
+            Ok((f, per_sm.max(1).saturating_mul(self.gpu.props().sm_count)))
         })?;
         let tile_log = long_tile.ilog2();
         let min_log = (tile_log - 1).max(defines::CF_SCAN_LONG_MIN_LOG);
         let (_, tiles, list_bytes) = long_list_layout(args.n, min_log, tile_log, 0);
-        let grid = u32::try_from(tiles)
-            .ok()
-            .filter(|&g| g <= i32::MAX as u32)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::TooLarge,
-                    format!("a segmented scan of {} elements needs {tiles} tiles for its long segments, more than one launch takes", args.n),
-                )
-            })?;
+        // Blocks take tiles in turn until the reserved ones run out (kernels/scan.cuh,
+        // cf_scan_long), so the grid is what the device holds at once, or the list's
+        // capacity if smaller.
+        let grid = tiles.min(u64::from(*resident)) as u32;
         let slot_bytes = crate::scan::look_back_bytes(tiles, std::mem::size_of::<O::Acc>());
         let stream = &self.gpu.inner.stream;
         let mut arena = self.gpu.inner.scratch.lock().unwrap();
