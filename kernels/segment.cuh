@@ -6,8 +6,10 @@
 // segment (0 .. hi - lo), as the whole-array reduction of that segment alone would give:
 //
 //   group    GROUP threads per segment (one thread, one warp, or the whole block),
-//            segments taken in turn (grid-stride); a lone thread runs cf::thread_tree,
-//            and hands segments longer than CF_THREAD_MAX to its whole warp;
+//            segments taken in turn (grid-stride); a lone thread runs cf::thread_tree on
+//            segments up to CF_REDUCE_LANE_MAX (CF_REDUCE_GROUP_MAX for order-free
+//            operators), hands those up to CF_REDUCE_GROUP_MAX to groups of lanes of its
+//            warp (cf::group_trees) and longer ones to its whole warp;
 //   tile     GROUP * K * VEC positions (a power of two): cf::tile_reduce_at, the same tile
 //            tree as the whole-array kernel, cut at next_pow2(hi - lo) for a short segment;
 //   tiles    for a longer segment, the tile trees in order on a binary counter in the
@@ -166,26 +168,99 @@ template <int BLOCK> struct SpanStage {
 // A thread-schedule warp's 32 segments from shared memory: when every segment of the warp
 // (lane l: [lo, hi); `mine` false past the last segment) is `short_ok` (valid and short
 // enough for its lane), each starts where the one before it ends, and together they span at
-// most CAP values, the span [start, start + span) is copied to `stage` by the whole warp in
-// coalesced loads, and true is returned (the same in every lane; the copy is complete).
-// Lanes then read their segments from the stage, and a scan writes its outputs there for
-// coalesced stores, where a lane storing to its own segment makes one store instruction
-// touch as many sectors as lanes.
+// most CAP values (with the skew below), the span [start, start + span) is copied to
+// stage[skew ..] by the whole warp, and true is returned (the same in every lane; the copy
+// is complete). `skew` is x + start's place in its 16 bytes, in values, so that the stage
+// and the input share their alignment and the whole 16-byte pieces of the span go in
+// 16-byte loads, four a lane in flight at a time (the values before the first and after
+// the last whole piece one at a time). Lanes then read their segments from the stage, and
+// a scan writes its outputs there for coalesced stores (cf::unstage_span), where a lane
+// storing to its own segment makes one store instruction touch as many sectors as lanes.
+// (Copied one value a lane at a time, four in flight, the H100's segmented scans of
+// segments of 4 to 32 waited on those loads more than on anything else, ncu.)
+template <class T> struct SpanPieces {
+    // Values a 16-byte piece holds; 1 (no pieces) for types that do not tile 16 bytes.
+    static constexpr unsigned V = sizeof(T) <= 16 && 16 % sizeof(T) == 0 ? 16 / sizeof(T) : 1;
+    unsigned head;    // values before the first whole piece
+    unsigned pieces;  // whole pieces
+    unsigned tail;    // values after the last whole piece
+    __device__ __forceinline__ SpanPieces(unsigned skew, unsigned span) {
+        if (V == 1) {
+            head = span;
+            pieces = 0;
+        } else {
+            head = (V - skew) % V < span ? (V - skew) % V : span;
+            pieces = (span - head) / V;
+        }
+        tail = span - head - pieces * V;
+    }
+};
+
+template <class T> __device__ __forceinline__ unsigned span_skew(const T* p) {
+    return SpanPieces<T>::V == 1 ? 0 : (unsigned)(reinterpret_cast<unsigned long long>(p) & 15) / sizeof(T);
+}
+
 template <int CAP, class T>
 __device__ __forceinline__ bool stage_span(const T* __restrict__ x, bool mine, bool short_ok, u64 lo, u64 hi,
-                                           T* stage, u64& start, u64& span) {
-    const int lane = threadIdx.x & 31;
+                                           T* stage, u64& start, unsigned& skew, unsigned& span) {
+    const unsigned lane = threadIdx.x & 31;
     const unsigned in = __ballot_sync(~0u, mine);
     const u64 prev = __shfl_up_sync(~0u, hi, 1);
     const bool good = !mine || (short_ok && (lane == 0 || lo == prev));
     if (in == 0 || __ballot_sync(~0u, good) != ~0u) return false;
     start = __shfl_sync(~0u, lo, 0);
-    span = __shfl_sync(~0u, hi, 31 - __clz(in)) - start;
-    if (span > (u64)CAP) return false;
-#pragma unroll 4
-    for (u64 k = lane; k < span; k += 32) stage[k] = x[start + k];
+    const u64 whole = __shfl_sync(~0u, hi, 31 - __clz(in)) - start;
+    skew = span_skew(x + start);
+    if (whole + skew > (u64)CAP) return false;
+    span = (unsigned)whole;
+    const SpanPieces<T> sp(skew, span);
+    constexpr unsigned V = SpanPieces<T>::V;
+    const T* src = x + start;
+    T* dst = stage + skew;
+    // Values one at a time: the head (all of the span for types without pieces), the tail.
+    for (unsigned k = lane; k < sp.head; k += 32) dst[k] = src[k];
+    const unsigned tail_at = sp.head + sp.pieces * V;
+    if (lane < sp.tail) dst[tail_at + lane] = src[tail_at + lane];
+    if constexpr (V > 1) {
+        const uint4* g = reinterpret_cast<const uint4*>(src + sp.head);
+        uint4* st = reinterpret_cast<uint4*>(dst + sp.head);
+        for (unsigned c = lane; c < sp.pieces; c += 4 * 32) {
+            uint4 r[4];
+#pragma unroll
+            for (unsigned i = 0; i < 4; ++i)
+                if (c + 32 * i < sp.pieces) r[i] = __ldg(g + c + 32 * i);
+#pragma unroll
+            for (unsigned i = 0; i < 4; ++i)
+                if (c + 32 * i < sp.pieces) st[c + 32 * i] = r[i];
+        }
+    }
     __syncwarp();
     return true;
+}
+
+// The span that cf::stage_span staged, written from `stage` (stage[skew ..], outputs of the
+// inputs' size) to y[start .. start + span) by the whole warp: in 16-byte pieces where y
+// shares x's alignment there (outputs placed as the inputs were), else one value a lane at
+// a time, coalesced either way.
+template <class T>
+__device__ __forceinline__ void unstage_span(T* __restrict__ y, const T* stage, u64 start, unsigned skew,
+                                             unsigned span) {
+    const unsigned lane = threadIdx.x & 31;
+    constexpr unsigned V = SpanPieces<T>::V;
+    T* dst = y + start;
+    const T* src = stage + skew;
+    if (V == 1 || span_skew(dst) != skew) {
+#pragma unroll 4
+        for (unsigned k = lane; k < span; k += 32) dst[k] = src[k];
+        return;
+    }
+    const SpanPieces<T> sp(skew, span);
+    for (unsigned k = lane; k < sp.head; k += 32) dst[k] = src[k];
+    const unsigned tail_at = sp.head + sp.pieces * V;
+    if (lane < sp.tail) dst[tail_at + lane] = src[tail_at + lane];
+    uint4* g = reinterpret_cast<uint4*>(dst + sp.head);
+    const uint4* st = reinterpret_cast<const uint4*>(src + sp.head);
+    for (unsigned c = lane; c < sp.pieces; c += 32) g[c] = st[c];
 }
 
 // TreeCounter's push on a counter held in registers by one thread: stack[l] is the tree of
@@ -193,7 +268,7 @@ __device__ __forceinline__ bool stage_span(const T* __restrict__ x, bool mine, b
 // far) is set. v, a block of 2^from units, joins at level `from` (bits of i below it are
 // not looked at): aligned pairs combine as they complete. The levels are unrolled (`from` a
 // constant where it is inlined), so that no array is indexed at run time and nothing goes
-// to local memory. Shared by cf::thread_tree and the segmented scan's cf::thread_scan.
+// to local memory. Used by the segmented scan's cf::thread_scan.
 template <int LEVELS, class Acc, class Op>
 __device__ __forceinline__ void counter_push(const Op& op, Acc (&stack)[LEVELS], unsigned i, Acc v, int from = 0) {
 #pragma unroll
@@ -207,18 +282,18 @@ __device__ __forceinline__ void counter_push(const Op& op, Acc (&stack)[LEVELS],
     }
 }
 
-// The canonical tree over the n >= 1 values at x, n <= MAX (a power of two), by one thread
-// (lifted with their place 0 .. n - 1): TreeCounter's pushes and completion on a counter in
-// registers (cf::counter_push), the loads eight at a time, a whole aligned block of eight
-// reduced in registers and pushed as one unit of level 3. ORDER_FREE (Operator::ORDER_FREE):
-// every order gives the tree's bits, so the thread folds the values in order into its run
-// state (cf::Run, as cf::free_run does) with no counter.
+// The canonical tree over the n >= 1 values at x by one thread (lifted with their place
+// 0 .. n - 1). ORDER_FREE (Operator::ORDER_FREE): every order gives the tree's bits, so the
+// thread folds the values in order into its run state (cf::Run, as cf::free_run does),
+// eight loads at a time. Otherwise n <= MAX (a power of two, a few values): MAX loads, the
+// identity past n, and cf::thread_reduce cut at next_pow2(n), the tree a group's lane
+// builds (cf::group_trees). (A binary counter over runs of eight, which a lane needed for
+// segments of up to 256 values before groups and warps took those, cost a segment of a few
+// values about five times the instructions.)
 template <int MAX, bool ORDER_FREE, class Op>
 __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const typename Op::In* __restrict__ x, u64 n) {
-    typedef typename Op::Acc Acc;
-    constexpr int LEVELS = ilog2(MAX) + 1;
-    constexpr int G = 8;
     if constexpr (ORDER_FREE) {
+        constexpr int G = 8;
         typedef Run<Op> R;
         typename R::State st = R::start(op);
         for (u64 b = 0; b < n; b += G) {
@@ -232,53 +307,71 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
             }
         }
         return R::end(op, st);
+    } else {
+        typename Op::Acc items[MAX];
+#pragma unroll
+        for (int i = 0; i < MAX; ++i) items[i] = (u64)i < n ? op.lift(x[i], (u64)i) : op.identity();
+        thread_reduce(op, items, next_pow2(n));
+        return items[0];
     }
-    Acc stack[LEVELS];
-    unsigned i = 0;
-    for (u64 b = 0; b < n; b += G) {
-        Acc a[G];
-        if (b + G <= n) {
-            // A whole aligned block of G: its tree (pairs, then pairs of pairs), joining the
-            // counter at level log2(G), as G pushes one by one would build and join it.
+}
+
+// The thread schedule's middle lengths: segments of a warp's 32 (lane l drew segment l, at
+// `lo`, `len` positions) that `grouped` marks are reduced 32 / GL at a time, a group of GL
+// lanes on each: lane j of a group loads positions VEC * j .. VEC * j + VEC - 1 of its
+// segment and reduces them (cf::thread_reduce), then the group joins its lanes with
+// shuffles, so that the group's first lane holds the tree over next_pow2(len) positions
+// (absent ones the identity): tile_reduce_at's tree for a group of GL lanes and one load,
+// cut at the segment's own width. Lengths at most GL * VEC. Each marked lane gets its
+// segment's tree in `mine`. Every lane of the warp calls it; `order` (32 bytes of shared
+// memory for the warp) lists the marked lanes.
+template <int GL, int VEC, class Op>
+__device__ __forceinline__ void group_trees(const Op& op, const typename Op::In* __restrict__ x, bool grouped, u64 lo,
+                                            u64 len, typename Op::Acc& mine, unsigned char* order) {
+    typedef typename Op::Acc Acc;
+    constexpr int PER = 32 / GL;  // segments a pass
+    const int lane = threadIdx.x & 31, sub = lane / GL, gl = lane % GL;
+    const unsigned mask = __ballot_sync(~0u, grouped);
+    const int count = __popc(mask);
+    const int rank = __popc(mask & ((1u << lane) - 1));
+    if (grouped) order[rank] = (unsigned char)lane;
+    __syncwarp();
+    for (int first = 0; first < count; first += PER) {
+        const int k = first + sub;
+        const int src = k < count ? order[k] : 0;
+        const u64 a = __shfl_sync(~0u, lo, src);
+        const unsigned b = __shfl_sync(~0u, (unsigned)len, src);
+        const unsigned m = k < count ? b : 0;
+        const unsigned width = m <= 1 ? 1u : 2u << (31 - __clz(m - 1));  // next_pow2(m)
+        const typename Op::In* seg = x + a;
+        Acc items[VEC];
 #pragma unroll
-            for (int j = 0; j < G; ++j) a[j] = op.lift(x[b + j], b + j);
-#pragma unroll
-            for (int w = 1; w < G; w *= 2)
-#pragma unroll
-                for (int j = 0; j < G; j += 2 * w) a[j] = op.combine(a[j], a[j + w]);
-            counter_push(op, stack, i, a[0], ilog2(G));
-            i += G;
-        } else {
-#pragma unroll
-            for (int j = 0; j < G; ++j)
-                if (b + j < n) counter_push(op, stack, i++, op.lift(x[b + j], b + j));
+        for (int i = 0; i < VEC; ++i) {
+            const unsigned pos = (unsigned)(gl * VEC + i);
+            items[i] = pos < m ? op.lift(seg[pos], pos) : op.identity();
         }
-    }
-    // Absent positions up to next_pow2(n), as TreeCounter::complete (whose levels l = ctz(i)
-    // only grow): the absent block at a set bit joins the present block to its left as the
-    // identity, and the result climbs.
-    const unsigned padded = (unsigned)next_pow2(n);
+        thread_reduce(op, items, width);
+        Acc v = items[0];
+        const unsigned lanes = width / VEC;  // lanes of the group the tree spans
 #pragma unroll
-    for (int l = 0; l < LEVELS; ++l) {
-        if (i < padded && ((i >> l) & 1)) {
-            // The absent block of 2^l at i is the identity; joined with stack[l], it is the
-            // block of 2^(l + 1) that climbs from level l + 1.
-            counter_push(op, stack, i, op.combine(stack[l], op.identity()), l + 1);
-            i += 1u << l;
+        for (int off = 1; off < GL; off <<= 1) {
+            const Acc other = shfl_down(v, off);
+            if ((unsigned)off < lanes) v = op.combine(v, other);
         }
+        const Acc t = shfl_idx(v, ((rank - first) % PER) * GL);
+        if (grouped && rank >= first && rank - first < PER) mine = t;
     }
-    Acc r = stack[0];
-#pragma unroll
-    for (int l = 1; l < LEVELS; ++l)
-        if (padded == (1u << l)) r = stack[l];
-    return r;
+    __syncwarp();  // `order` is written again by the warp's next segments
 }
 
 }  // namespace cf
 
-// A lone thread takes segments up to this long; a warp takes the longer ones its lanes drew
-// (the reduction's and the scan's thread schedules alike).
-#define CF_THREAD_MAX 256
+// The reduction's thread schedule: a lane alone takes segments up to CF_REDUCE_LANE_MAX
+// positions (order-free operators: up to CF_REDUCE_GROUP_MAX), a group of four or eight
+// lanes those up to CF_REDUCE_GROUP_MAX (cf::group_trees), the whole warp longer ones (or,
+// with a long list, the long pass those over 2^CF_LONG_MIN_LOG).
+#define CF_REDUCE_LANE_MAX 8
+#define CF_REDUCE_GROUP_MAX 64
 // In the reduction's thread schedule with a long list (ragged offsets with a long tail),
 // segments longer than 2^CF_LONG_MIN_LOG go to the long pass instead of a warp: aligned
 // chunks of at least 2^CF_LONG_CHUNK_MIN_LOG positions, a block per chunk, then a block per
@@ -327,30 +420,51 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
                   "a segment takes a thread, a group of 8 or 16 lanes, a warp or the whole block");
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 #if CF_GROUP == 1
-    // Lane l of a warp takes segment base + l; segments longer than CF_THREAD_MAX (ragged
-    // lengths with a long tail) are then reduced by the whole warp, one after another, so
-    // that one lane never reads a long segment alone. The bits are the same either way.
+    // Lane l of a warp takes segment base + l when it is at most CF_REDUCE_LANE_MAX long;
+    // segments up to CF_REDUCE_GROUP_MAX go to groups of four or eight lanes, eight or four
+    // at a time (cf::group_trees), and longer ones (ragged lengths with a long tail) to the
+    // whole warp, one after another, so that no lane reads a long segment alone while the
+    // others wait. The bits are the same either way. (A lane alone up to 256 positions, the
+    // earlier rule, ran an H100 at 11.8 threads of 32 an instruction on segments of 4 to 32:
+    // each lane's loop as long as its own segment; 28.4 now, ncu.)
     __shared__ cf_acc_t smem[2][1];  // unused by a one-warp group, which has no block stage
+    __shared__ unsigned char order[CF_BLOCK / 32][32];
     const int lane = threadIdx.x & 31;
     const cf::u64 step = (cf::u64)gridDim.x * CF_BLOCK;
     for (cf::u64 base = (cf::u64)blockIdx.x * CF_BLOCK + (threadIdx.x & ~31u); base < segments; base += step) {
         const cf::u64 s = base + lane;
         cf::u64 lo = 0, hi = 0;
         const bool valid = s < segments && cf_bounds(s, n, offsets, stride, cols, lo, hi);
-        const bool longer = valid && hi - lo > CF_THREAD_MAX;
+        const cf::u64 len = hi - lo;
+        // Order-free operators fold a lane's segment in order (cf::Run), one load and one
+        // combine an element, so a lane keeps all the segments a group would take: groups
+        // cost them more than the lanes' uneven loops (H100, 2^24 segments of 4 to 32: max
+        // 1995 -> 1344 GB/s, argmax 1663 -> 858 in groups).
+        constexpr int LANE_MAX = CF_ORDER_FREE ? CF_REDUCE_GROUP_MAX : CF_REDUCE_LANE_MAX;
+        const bool grouped = valid && len > (cf::u64)LANE_MAX && len <= CF_REDUCE_GROUP_MAX;
+        const bool longer = valid && len > CF_REDUCE_GROUP_MAX;
         // Each lane reads its own segment from global memory: staging the warp's span in
         // shared memory (cf::stage_span, which the scan's thread schedule uses to coalesce
         // its stores) made these reductions slower on an H100 (short segments 1.08 ->
         // 1.48 ms): their loads already meet in L1, and the stage costs occupancy.
+        cf_acc_t t = op.identity();
+        if (valid && len > 0 && len <= (cf::u64)LANE_MAX)
+            t = cf::thread_tree<LANE_MAX, CF_ORDER_FREE != 0>(op, x + lo, len);
+        // Groups of eight lanes where a grouped segment is over half the longest, else of
+        // four, eight segments a pass (each lane eight loads either way).
+        if (__any_sync(~0u, grouped && len > CF_REDUCE_GROUP_MAX / 2))
+            cf::group_trees<8, CF_REDUCE_GROUP_MAX / 8>(op, x, grouped, lo, len, t, order[threadIdx.x >> 5]);
+        else if (__any_sync(~0u, grouped))
+            cf::group_trees<4, CF_REDUCE_GROUP_MAX / 8>(op, x, grouped, lo, len, t, order[threadIdx.x >> 5]);
         if (valid && !longer) {
-            if (hi > lo)
-                out[s] = op.finish(cf::thread_tree<CF_THREAD_MAX, CF_ORDER_FREE != 0>(op, x + lo, hi - lo), hi - lo);
+            if (len > 0)
+                out[s] = op.finish(t, len);
             else if (write_empty)
                 out[s] = op.finish(op.identity(), 0);
         }
         // With a long list, the longest go to the long pass (cf_segment_long_chunks).
-        const bool listed = longer && long_hdr && hi - lo > (1ull << CF_LONG_MIN_LOG) &&
-                            cf::reduce_long_list(long_hdr, n).add(s, lo, hi - lo, cf::long_chunk_log<CF_BLOCK>(hi - lo));
+        const bool listed = longer && long_hdr && len > (1ull << CF_LONG_MIN_LOG) &&
+                            cf::reduce_long_list(long_hdr, n).add(s, lo, len, cf::long_chunk_log<CF_BLOCK>(len));
         for (unsigned mask = __ballot_sync(~0u, longer && !listed); mask; mask &= mask - 1) {
             const int j = __ffs(mask) - 1;
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j);

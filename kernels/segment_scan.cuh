@@ -3,7 +3,7 @@
 // Segment s's outputs are what the whole-array scan of that segment alone gives (positions
 // counted from the segment's start). A thread per segment scans runs of eight in registers
 // and keeps the canonical prefix of the runs before on a binary counter (the grouping of
-// cf::PrefixStack, the CPU's twin); it hands a segment longer than CF_THREAD_MAX to its
+// cf::PrefixStack, the CPU's twin); it hands a segment longer than CF_SCAN_WARP_MIN to its
 // whole warp (cf::warp_scan_segment) or, with a long list, one longer than half a tile of
 // the device-wide scan to that scan's own tiles and look-back (kernels/scan.cuh,
 // cf_scan_long: many blocks per segment). A block per segment scans tile after tile with
@@ -40,9 +40,11 @@ template <class Acc> struct PrefixStack {
 // largest first, of the completed aligned blocks of tiles before it (a PrefixStack kept
 // alike in every lane, which all see the tile's tree): the block-per-segment scan with a
 // warp for the block, for segments too long for one thread of the thread schedule.
+// `staged`: x is a warp's stage in shared memory (plain loads, not the read-only cache's),
+// and y may be x itself (each lane writes only the positions it has read).
 template <int J, class Op>
-__device__ __forceinline__ void warp_scan_segment(const Op& op, const typename Op::In* __restrict__ x, u64 n,
-                                                  typename Op::Out* __restrict__ y, bool exclusive) {
+__device__ __forceinline__ void warp_scan_segment(const Op& op, const typename Op::In* x, u64 n, typename Op::Out* y,
+                                                  bool exclusive, bool staged = false) {
     typedef typename Op::Acc Acc;
     constexpr u64 TILE = 32 * (u64)J;
     const int lane = threadIdx.x & 31;
@@ -52,7 +54,7 @@ __device__ __forceinline__ void warp_scan_segment(const Op& op, const typename O
     for (u64 base = 0; base < n; base += TILE) {
         const u64 pos = base + (u64)lane * J;
         Acc a[J];
-        load_run<J>(op, x, n, pos, x_aligned, false, a);
+        load_run<J>(op, x, n, pos, x_aligned, staged, a);
         run_up(op, a);
         WarpScan<Op, Acc> ws;
         const Acc tree = ws.up(op, a[J - 1]);
@@ -111,8 +113,12 @@ __device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In*
 
 }  // namespace cf
 
-// In the scan's thread schedule, a segment over this many positions that its warp could not
-// stage goes to the warp (cf::warp_scan_segment) rather than to its lane alone.
+// The scan's thread schedule stages a warp's segments (cf::stage_span) only when none is
+// longer than this; longer ones go to the warp (or to the long pass) from x.
+#define CF_THREAD_MAX 256
+// In the scan's thread schedule, a segment over this many positions goes to its warp
+// (cf::warp_scan_segment: from the warp's stage where the warp's span was staged, else from
+// x) rather than to its lane alone.
 #define CF_SCAN_WARP_MIN 32
 
 #ifdef CF_SEGMENT_SCAN_KERNEL
@@ -143,14 +149,22 @@ __device__ __forceinline__ bool cf_scan_bounds(cf::u64 s, cf::u64 n, const cf::u
     return lo <= hi && hi <= n;
 }
 
-extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+// The thread schedule asks for four blocks of 256 threads a multiprocessor at least (64
+// registers a thread): left free, the compiler gave it 107 to 127 once the warp's span was
+// staged in 16-byte pieces, and a quarter of the warps ran (H100, ncu).
+#if CF_GROUP == 1
+#define CF_SEGMENT_SCAN_BOUNDS __launch_bounds__(CF_BLOCK, 1024 / CF_BLOCK)
+#else
+#define CF_SEGMENT_SCAN_BOUNDS __launch_bounds__(CF_BLOCK)
+#endif
+extern "C" __global__ void CF_SEGMENT_SCAN_BOUNDS
 cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, const cf::u64* __restrict__ offsets,
                 cf::u64 stride, cf::u64 cols, unsigned exclusive, cf_out_t* __restrict__ y, cf::u64* long_hdr,
                 const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 #if CF_GROUP == 1
-    // Lane l of a warp takes segment base + l; segments longer than CF_THREAD_MAX are then
-    // scanned by the whole warp, one after another (cf::warp_scan_segment), as the
+    // Lane l of a warp takes segment base + l; segments longer than CF_SCAN_WARP_MIN are
+    // then scanned by the whole warp, one after another (cf::warp_scan_segment), as the
     // reduction's thread schedule does: the same outputs, without one lane walking a long
     // segment alone.
     //
@@ -170,39 +184,45 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
         cf::u64 lo = 0, hi = 0, at = 0;
         const bool valid = s < segments && cf_scan_bounds(s, n, offsets, stride, cols, lo, hi, at);
         const bool longer = valid && hi - lo > CF_THREAD_MAX;
-        cf::u64 start = 0, span = 0;
+        cf::u64 start = 0;
+        unsigned skew = 0, span = 0;
         const bool staged = cf::stage_span<SPAN_BYTES / (int)sizeof(cf_in_t)>(x, s < segments, valid && !longer, lo,
-                                                                             hi, stage, start, span);
-        // Where the warp's span could not be staged, a lane's stores to its own segment each
-        // touch their own sector; segments over CF_SCAN_WARP_MIN then go to the warp too,
-        // which scans them with coalesced loads and stores.
-        const bool to_warp = valid && !longer && !staged && hi - lo > CF_SCAN_WARP_MIN;
+                                                                             hi, stage, start, skew, span);
+        // Segments over CF_SCAN_WARP_MIN go to the warp, one after another: where the warp's
+        // span could not be staged, a lane's stores to its own segment each touch their own
+        // sector, and the warp scans them with coalesced loads and stores; where it was
+        // staged, the warp scans them in the stage, so that no lane walks a segment of up to
+        // CF_THREAD_MAX alone while the others wait (ragged power-law lengths on an H100: 13.9
+        // threads of 32 an instruction, ncu).
+        const bool to_warp = valid && !longer && hi - lo > CF_SCAN_WARP_MIN;
         if (valid && !longer && !to_warp) {
-            if (!staged)
-                cf::thread_scan<CF_THREAD_MAX>(op, x + lo, hi - lo, y + at, exclusive != 0);
-            else if (IN_PLACE)
-                cf::thread_scan<CF_THREAD_MAX>(op, stage + (lo - start), hi - lo, ostage + (lo - start), exclusive != 0);
-            else
-                cf::thread_scan<CF_THREAD_MAX>(op, stage + (lo - start), hi - lo, y + at, exclusive != 0);
-        }
-        if (staged) {
-            __syncwarp();
-            if (IN_PLACE) {
-                // Every position of the span belongs to one of the warp's segments.
-#pragma unroll 4
-                for (cf::u64 k = lane; k < span; k += 32) y[start + k] = ostage[k];
-                __syncwarp();
-            }
+            const cf_in_t* src = staged ? stage + skew + (lo - start) : x + lo;
+            cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (lo - start) : y + at;
+            cf::thread_scan<CF_SCAN_WARP_MIN>(op, src, hi - lo, dst, exclusive != 0);
         }
         // With a long list (ragged offsets), the longest go to the device-wide scan's tiles
         // (kernels/scan.cuh, cf_scan_long).
         const bool listed = longer && long_hdr &&
                             hi - lo > (1ull << cf::scan_long_min_log(CF_LONG_TILE_LOG)) &&
                             cf::scan_long_list(long_hdr, n, CF_LONG_TILE_LOG).add(s, lo, hi - lo, CF_LONG_TILE_LOG);
+        // The warp's segments, one after another: from the stage where it was staged (in
+        // place where outputs are as wide as inputs: each lane writes only the positions it
+        // has read), else from x to y. One call, so that its code (and registers) is there
+        // once.
         for (unsigned mask = __ballot_sync(~0u, (longer && !listed) || to_warp); mask; mask &= mask - 1) {
             const int j = __ffs(mask) - 1;
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j), o = __shfl_sync(~0u, at, j);
-            cf::warp_scan_segment<CF_ITEMS>(op, x + a, b - a, y + o, exclusive != 0);
+            const cf_in_t* src = staged ? stage + skew + (a - start) : x + a;
+            cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (a - start) : y + o;
+            cf::warp_scan_segment<CF_ITEMS>(op, src, b - a, dst, exclusive != 0, staged);
+        }
+        if (staged) {
+            __syncwarp();
+            if (IN_PLACE) {
+                // Every position of the span belongs to one of the warp's segments.
+                cf::unstage_span(y, ostage, start, skew, span);
+                __syncwarp();
+            }
         }
     }
 #else

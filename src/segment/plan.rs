@@ -16,9 +16,12 @@ use crate::gpu::DeviceProps;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Schedule {
     /// One thread per segment, the block's threads on different segments: for very short
-    /// segments (a few elements each), where a warp would leave most lanes idle. A segment
-    /// longer than 256 elements (the long tail of ragged lengths) goes to the warp of the
-    /// thread that drew it.
+    /// segments (a few elements each), where a warp would leave most lanes idle. In a
+    /// reduction a lane keeps segments of at most 8 elements (64 for order-free operators,
+    /// which fold in order), groups of four or eight lanes of its warp take those of up to
+    /// 64, and its whole warp the longer ones (the long tail of ragged lengths); in a scan
+    /// a lane keeps segments of up to 32 elements and hands longer ones to its warp. The
+    /// longest (over 4096 elements, or half a scan tile) go to a pass of their own.
     Thread,
     /// One warp per segment, the block's warps on different segments: for short segments
     /// (many segments, a few tiles each at most).
