@@ -126,7 +126,7 @@ const THREAD_FOR_WARP_WARPS: u64 = 4;
 /// - rows of at least [`SCAN_WHOLE_MIN_COLS`] on [`Schedule::Whole`] where the types have
 ///   a device-wide scan (`whole`);
 /// - a thread where [`plan`] gives a warp and the segments give every multiprocessor four
-///   warps of 32 segments or more (the thread schedule hands segments over 256 to the
+///   warps of 32 segments or more (the thread schedule hands segments over 32 to the
 ///   thread's warp), a block where it gives a warp to fewer segments (the scan has no warp
 ///   schedule of its own, nor a group of lanes);
 /// - [`Schedule::Whole`] for [`Schedule::Split`] (rows), and a block for `Whole` or `Split`
