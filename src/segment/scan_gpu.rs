@@ -113,15 +113,15 @@ pub fn compile_scan_long_kernel(
 /// scan of that segment alone).
 ///
 /// Schedules: a thread per segment ([`Schedule::Thread`], also for what the reduction gives
-/// a warp when the segments are many: its segments over 256 go to the thread's warp, one
-/// after another) or a block per segment ([`Schedule::Block`]), and for few long rows
-/// the whole-array scan's tiles and look-back on every row, in one launch for all the rows
-/// ([`Schedule::Whole`]; one row goes to the whole-array [`Scanner`]). On the thread schedule a
-/// segment over 256 elements goes to its thread's warp (one over 32 too, where the warp's
-/// segments could not be staged in shared memory together), and, for ragged offsets over 2^20
-/// elements, one over half a tile of the whole-array scan (and over 4096) to a second launch
-/// that scans it with that scan's tiles and look-back ([`compile_scan_long_kernel`]); the
-/// bits are the same on every path. Every method enqueues on the stream and returns at once.
+/// a warp when the segments are many) or a block per segment ([`Schedule::Block`]), and for
+/// few long rows the whole-array scan's tiles and look-back on every row, in one launch for
+/// all the rows ([`Schedule::Whole`]; one row goes to the whole-array [`Scanner`]). On the
+/// thread schedule a segment over 32 elements goes to its thread's warp, one after another
+/// (in shared memory where the warp's adjacent segments, none over 256, were staged there
+/// together), and, for ragged offsets over 2^20 elements, one over half a tile of the
+/// whole-array scan (and over 4096) to a second launch that scans it with that scan's tiles
+/// and look-back ([`compile_scan_long_kernel`]); the bits are the same on every path. Every
+/// method enqueues on the stream and returns at once.
 ///
 /// ```no_run
 /// use cufold::{ops, segment::Rows, ScanKind};
