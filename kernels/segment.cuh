@@ -184,8 +184,8 @@ template <class T> struct SpanPieces {
     unsigned head;    // values before the first whole piece
     unsigned pieces;  // whole pieces
     unsigned tail;    // values after the last whole piece
-    __device__ __forceinline__ SpanPieces(unsigned skew, unsigned span) {
-        if (V == 1) {
+    __device__ __forceinline__ SpanPieces(unsigned skew, unsigned span, bool pieces_ok) {
+        if (V == 1 || !pieces_ok) {
             head = span;
             pieces = 0;
         } else {
@@ -196,8 +196,13 @@ template <class T> struct SpanPieces {
     }
 };
 
+// Whether p's 16 bytes split into whole values before it (a type of 8 bytes aligned to 4
+// may start 4 bytes into them: then no pieces), and p's place in them, in values.
+template <class T> __device__ __forceinline__ bool span_pieces_ok(const T* p) {
+    return SpanPieces<T>::V > 1 && (reinterpret_cast<unsigned long long>(p) & 15) % sizeof(T) == 0;
+}
 template <class T> __device__ __forceinline__ unsigned span_skew(const T* p) {
-    return SpanPieces<T>::V == 1 ? 0 : (unsigned)(reinterpret_cast<unsigned long long>(p) & 15) / sizeof(T);
+    return span_pieces_ok(p) ? (unsigned)(reinterpret_cast<unsigned long long>(p) & 15) / sizeof(T) : 0;
 }
 
 template <int CAP, class T>
@@ -213,7 +218,7 @@ __device__ __forceinline__ bool stage_span(const T* __restrict__ x, bool mine, b
     skew = span_skew(x + start);
     if (whole + skew > (u64)CAP) return false;
     span = (unsigned)whole;
-    const SpanPieces<T> sp(skew, span);
+    const SpanPieces<T> sp(skew, span, span_pieces_ok(x + start));
     constexpr unsigned V = SpanPieces<T>::V;
     const T* src = x + start;
     T* dst = stage + skew;
@@ -249,12 +254,12 @@ __device__ __forceinline__ void unstage_span(T* __restrict__ y, const T* stage, 
     constexpr unsigned V = SpanPieces<T>::V;
     T* dst = y + start;
     const T* src = stage + skew;
-    if (V == 1 || span_skew(dst) != skew) {
+    if (V == 1 || !span_pieces_ok(dst) || span_skew(dst) != skew) {
 #pragma unroll 4
         for (unsigned k = lane; k < span; k += 32) dst[k] = src[k];
         return;
     }
-    const SpanPieces<T> sp(skew, span);
+    const SpanPieces<T> sp(skew, span, true);
     for (unsigned k = lane; k < sp.head; k += 32) dst[k] = src[k];
     const unsigned tail_at = sp.head + sp.pieces * V;
     if (lane < sp.tail) dst[tail_at + lane] = src[tail_at + lane];

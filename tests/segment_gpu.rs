@@ -463,6 +463,74 @@ segment_scan_tests! {
     affine_f32_segment_scans_keep_their_order: Affine<f32>, Compose, default;
 }
 
+/// Values of 8 bytes aligned to 4 (`Affine<f32>`) that start 4 bytes into their 16 bytes (a
+/// view of another crate's buffer of words): the thread schedule's stage cannot take them in
+/// 16-byte pieces, and takes them one at a time, with the CPU's bits (segments over 32 are
+/// scanned by the warp in the stage, the shorter ones by their lanes).
+#[test]
+#[ignore = "needs a CUDA device"]
+fn affine_f32_scans_four_bytes_into_sixteen_have_the_cpu_bits() {
+    let g = gpu();
+    let mut r = Rng(seed("affine_f32_scans_four_bytes_into_sixteen"));
+    // Mostly short, so that a warp's span fits its stage (512 values of 8 bytes), one in
+    // eight over 32 (the warp's, in the stage).
+    let lengths: Vec<usize> = (0..3000)
+        .map(|_| match r.next() % 64 {
+            k if k < 8 => 33 + (r.next() % 28) as usize,
+            k => (k % 16) as usize,
+        })
+        .collect();
+    let off = csr_offsets(0, &lengths);
+    let n = *off.last().unwrap() as usize;
+    let x: Vec<Affine<f32>> = data(n, seed("affine words"));
+    let mut words = vec![0f32; 2 * n + 2];
+    for (i, v) in x.iter().enumerate() {
+        (words[1 + 2 * i], words[2 + 2 * i]) = (v.a, v.b);
+    }
+    let (xw, od) = (upload(g, &words), upload(g, &off));
+    let sc = g
+        .segment_scanner_with::<Affine<f32>, _>(
+            Compose,
+            SegmentConfig::default().schedule(Some(Schedule::Thread)),
+        )
+        .unwrap();
+    for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
+        let mut want = vec![None; n];
+        for w in off.windows(2) {
+            let (lo, hi) = (w[0] as usize, w[1] as usize);
+            for (j, v) in Cpu::new()
+                .scan(&x[lo..hi], Compose, kind)
+                .unwrap()
+                .into_iter()
+                .enumerate()
+            {
+                want[lo + j] = Some(v);
+            }
+        }
+        let mut yw = upload(g, &vec![0f32; 2 * n + 2]);
+        {
+            // SAFETY: the views hold n pairs of f32 from the second word on, which is
+            // Affine<f32>'s layout (two f32, aligned to 4).
+            let xv = unsafe { xw.slice(1..).transmute::<Affine<f32>>(n) }.unwrap();
+            let mut yw1 = yw.slice_mut(1..);
+            let mut yv = unsafe { yw1.transmute_mut::<Affine<f32>>(n) }.unwrap();
+            sc.scan_segments_into(&xv, &od, &mut yv, kind).unwrap();
+        }
+        let out = download(&yw);
+        let got: Vec<Affine<f32>> = (0..n)
+            .map(|i| Affine {
+                a: out[1 + 2 * i],
+                b: out[2 + 2 * i],
+            })
+            .collect();
+        compare(
+            &format!("Compose {kind:?} over Affine<f32> at 4 bytes into 16"),
+            &got,
+            &want,
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn bad_segment_scans_are_errors_before_any_launch() {
