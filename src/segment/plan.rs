@@ -20,8 +20,9 @@ pub enum Schedule {
     /// reduction a lane keeps segments of at most 8 elements (64 for order-free operators,
     /// which fold in order), groups of four or eight lanes of its warp take those of up to
     /// 64, and its whole warp the longer ones (the long tail of ragged lengths); in a scan
-    /// a lane keeps segments of up to 32 elements and hands longer ones to its warp. The
-    /// longest (over 4096 elements, or half a scan tile) go to a pass of their own.
+    /// a lane keeps segments of up to 32 elements and hands longer ones to its warp. On
+    /// ragged offsets of 2^20 elements or more, the longest (over 4096 elements, or over
+    /// half a scan tile) go to a pass of their own.
     Thread,
     /// One warp per segment, the block's warps on different segments: for short segments
     /// (many segments, a few tiles each at most).
