@@ -165,19 +165,8 @@ template <int BLOCK> struct SpanStage {
     static constexpr int BYTES = 32768 / (BLOCK / 32) < 4096 ? 32768 / (BLOCK / 32) : 4096;
 };
 
-// A thread-schedule warp's 32 segments from shared memory: when every segment of the warp
-// (lane l: [lo, hi); `mine` false past the last segment) is `short_ok` (valid and short
-// enough for its lane), each starts where the one before it ends, and together they span at
-// most CAP values (with the skew below), the span [start, start + span) is copied to
-// stage[skew ..] by the whole warp, and true is returned (the same in every lane; the copy
-// is complete). `skew` is x + start's place in its 16 bytes, in values, so that the stage
-// and the input share their alignment and the whole 16-byte pieces of the span go in
-// 16-byte loads, four a lane in flight at a time (the values before the first and after
-// the last whole piece one at a time). Lanes then read their segments from the stage, and
-// a scan writes its outputs there for coalesced stores (cf::unstage_span), where a lane
-// storing to its own segment makes one store instruction touch as many sectors as lanes.
-// (Copied one value a lane at a time, four in flight, the H100's segmented scans of
-// segments of 4 to 32 waited on those loads more than on anything else, ncu.)
+// A span of values cut for 16-byte copies (cf::copy_span) that start `skew` values into
+// their 16 bytes.
 template <class T> struct SpanPieces {
     // Values a 16-byte piece holds; 1 (no pieces) for types that do not tile 16 bytes.
     static constexpr unsigned V = sizeof(T) <= 16 && 16 % sizeof(T) == 0 ? 16 / sizeof(T) : 1;
@@ -205,6 +194,45 @@ template <class T> __device__ __forceinline__ unsigned span_skew(const T* p) {
     return span_pieces_ok(p) ? (unsigned)(reinterpret_cast<unsigned long long>(p) & 15) / sizeof(T) : 0;
 }
 
+// The span `sp` describes copied from src to dst (which share their place in 16 bytes) by
+// the whole warp: the values before the first and after the last whole piece one at a
+// time, the pieces in 16-byte loads and stores, four a lane in flight. GLOBAL_SRC: src is
+// global memory, read through the read-only cache (else shared memory, plain loads).
+template <bool GLOBAL_SRC, class T>
+__device__ __forceinline__ void copy_span(T* __restrict__ dst, const T* __restrict__ src, const SpanPieces<T>& sp) {
+    const unsigned lane = threadIdx.x & 31;
+#pragma unroll 4
+    for (unsigned k = lane; k < sp.head; k += 32) dst[k] = src[k];
+    const unsigned tail_at = sp.head + sp.pieces * SpanPieces<T>::V;
+    if (lane < sp.tail) dst[tail_at + lane] = src[tail_at + lane];
+    if constexpr (SpanPieces<T>::V > 1) {
+        const uint4* from = reinterpret_cast<const uint4*>(src + sp.head);
+        uint4* to = reinterpret_cast<uint4*>(dst + sp.head);
+        for (unsigned c = lane; c < sp.pieces; c += 4 * 32) {
+            uint4 r[4];
+#pragma unroll
+            for (unsigned i = 0; i < 4; ++i)
+                if (c + 32 * i < sp.pieces) r[i] = GLOBAL_SRC ? __ldg(from + c + 32 * i) : from[c + 32 * i];
+#pragma unroll
+            for (unsigned i = 0; i < 4; ++i)
+                if (c + 32 * i < sp.pieces) to[c + 32 * i] = r[i];
+        }
+    }
+}
+
+// A thread-schedule warp's 32 segments from shared memory: when every segment of the warp
+// (lane l: [lo, hi); `mine` false past the last segment) is `short_ok` (valid and short
+// enough for its lane), each starts where the one before it ends, and together they span at
+// most CAP values (with the skew below), the span [start, start + span) is copied to
+// stage[skew ..] by the whole warp, and true is returned (the same in every lane; the copy
+// is complete). `skew` is x + start's place in its 16 bytes, in values, so that the stage
+// and the input share their alignment and the whole 16-byte pieces of the span go in
+// 16-byte loads, four a lane in flight at a time (the values before the first and after
+// the last whole piece one at a time). Lanes then read their segments from the stage, and
+// a scan writes its outputs there for coalesced stores (cf::unstage_span), where a lane
+// storing to its own segment makes one store instruction touch as many sectors as lanes.
+// (Copied one value a lane at a time, four in flight, the H100's segmented scans of
+// segments of 4 to 32 waited on those loads more than on anything else, ncu.)
 template <int CAP, class T>
 __device__ __forceinline__ bool stage_span(const T* __restrict__ x, bool mine, bool short_ok, u64 lo, u64 hi,
                                            T* stage, u64& start, unsigned& skew, unsigned& span) {
@@ -218,54 +246,20 @@ __device__ __forceinline__ bool stage_span(const T* __restrict__ x, bool mine, b
     skew = span_skew(x + start);
     if (whole + skew > (u64)CAP) return false;
     span = (unsigned)whole;
-    const SpanPieces<T> sp(skew, span, span_pieces_ok(x + start));
-    constexpr unsigned V = SpanPieces<T>::V;
-    const T* src = x + start;
-    T* dst = stage + skew;
-    // Values one at a time: the head (all of the span for types without pieces), the tail.
-    for (unsigned k = lane; k < sp.head; k += 32) dst[k] = src[k];
-    const unsigned tail_at = sp.head + sp.pieces * V;
-    if (lane < sp.tail) dst[tail_at + lane] = src[tail_at + lane];
-    if constexpr (V > 1) {
-        const uint4* g = reinterpret_cast<const uint4*>(src + sp.head);
-        uint4* st = reinterpret_cast<uint4*>(dst + sp.head);
-        for (unsigned c = lane; c < sp.pieces; c += 4 * 32) {
-            uint4 r[4];
-#pragma unroll
-            for (unsigned i = 0; i < 4; ++i)
-                if (c + 32 * i < sp.pieces) r[i] = __ldg(g + c + 32 * i);
-#pragma unroll
-            for (unsigned i = 0; i < 4; ++i)
-                if (c + 32 * i < sp.pieces) st[c + 32 * i] = r[i];
-        }
-    }
+    copy_span<true>(stage + skew, x + start, SpanPieces<T>(skew, span, span_pieces_ok(x + start)));
     __syncwarp();
     return true;
 }
 
 // The span that cf::stage_span staged, written from `stage` (stage[skew ..], outputs of the
-// inputs' size) to y[start .. start + span) by the whole warp: in 16-byte pieces where y
-// shares x's alignment there (outputs placed as the inputs were), else one value a lane at
-// a time, coalesced either way.
+// inputs' size) to y[start .. start + span) by the whole warp (cf::copy_span): in 16-byte
+// pieces where y shares x's alignment there (outputs placed as the inputs were), else one
+// value a lane at a time, coalesced either way.
 template <class T>
 __device__ __forceinline__ void unstage_span(T* __restrict__ y, const T* stage, u64 start, unsigned skew,
                                              unsigned span) {
-    const unsigned lane = threadIdx.x & 31;
-    constexpr unsigned V = SpanPieces<T>::V;
     T* dst = y + start;
-    const T* src = stage + skew;
-    if (V == 1 || !span_pieces_ok(dst) || span_skew(dst) != skew) {
-#pragma unroll 4
-        for (unsigned k = lane; k < span; k += 32) dst[k] = src[k];
-        return;
-    }
-    const SpanPieces<T> sp(skew, span, true);
-    for (unsigned k = lane; k < sp.head; k += 32) dst[k] = src[k];
-    const unsigned tail_at = sp.head + sp.pieces * V;
-    if (lane < sp.tail) dst[tail_at + lane] = src[tail_at + lane];
-    uint4* g = reinterpret_cast<uint4*>(dst + sp.head);
-    const uint4* st = reinterpret_cast<const uint4*>(src + sp.head);
-    for (unsigned c = lane; c < sp.pieces; c += 32) g[c] = st[c];
+    copy_span<false>(dst, stage + skew, SpanPieces<T>(skew, span, span_pieces_ok(dst) && span_skew(dst) == skew));
 }
 
 // TreeCounter's push on a counter held in registers by one thread: stack[l] is the tree of
@@ -285,6 +279,22 @@ __device__ __forceinline__ void counter_push(const Op& op, Acc (&stack)[LEVELS],
         }
         v = op.combine(stack[l], v);
     }
+}
+
+// One thread's N positions first .. first + N - 1 of the n values at x (lifted with their
+// place, the identity from n on), reduced by cf::thread_reduce cut at `width`: a lane's
+// share of a short segment's tree (cf::thread_tree, cf::group_trees).
+template <int N, class Op>
+__device__ __forceinline__ typename Op::Acc padded_tree(const Op& op, const typename Op::In* __restrict__ x, u64 first,
+                                                        u64 n, u64 width) {
+    typename Op::Acc items[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const u64 pos = first + i;
+        items[i] = pos < n ? op.lift(x[pos], pos) : op.identity();
+    }
+    thread_reduce(op, items, width);
+    return items[0];
 }
 
 // The canonical tree over the n >= 1 values at x by one thread (lifted with their place
@@ -313,11 +323,7 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
         }
         return R::end(op, st);
     } else {
-        typename Op::Acc items[MAX];
-#pragma unroll
-        for (int i = 0; i < MAX; ++i) items[i] = (u64)i < n ? op.lift(x[i], (u64)i) : op.identity();
-        thread_reduce(op, items, next_pow2(n));
-        return items[0];
+        return padded_tree<MAX>(op, x, 0, n, next_pow2(n));
     }
 }
 
@@ -346,22 +352,14 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
         const int src = k < count ? order[k] : 0;
         const u64 a = __shfl_sync(~0u, lo, src);
         const unsigned b = __shfl_sync(~0u, (unsigned)len, src);
-        const unsigned m = k < count ? b : 0;
-        const unsigned width = m <= 1 ? 1u : 2u << (31 - __clz(m - 1));  // next_pow2(m)
-        const typename Op::In* seg = x + a;
-        Acc items[VEC];
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-            const unsigned pos = (unsigned)(gl * VEC + i);
-            items[i] = pos < m ? op.lift(seg[pos], pos) : op.identity();
-        }
-        thread_reduce(op, items, width);
-        Acc v = items[0];
-        const unsigned lanes = width / VEC;  // lanes of the group the tree spans
+        const u64 m = k < count ? b : 0;
+        const u64 width = next_pow2(m);
+        Acc v = padded_tree<VEC>(op, x + a, (u64)gl * VEC, m, width);
+        const u64 lanes = width / VEC;  // lanes of the group the tree spans
 #pragma unroll
         for (int off = 1; off < GL; off <<= 1) {
             const Acc other = shfl_down(v, off);
-            if ((unsigned)off < lanes) v = op.combine(v, other);
+            if ((u64)off < lanes) v = op.combine(v, other);
         }
         const Acc t = shfl_idx(v, ((rank - first) % PER) * GL);
         if (grouped && rank >= first && rank - first < PER) mine = t;
