@@ -2,7 +2,11 @@
 //! into a graph (no allocation, no synchronisation inside the calls), and every replay of the
 //! graph on new inputs gives the CPU's bits (tile order and epochs live on the device, so no
 //! replay depends on numbers the host passed at capture time). A binary of its own: it turns
-//! off cudarc's event tracking for its context. Needs a CUDA device; run with
+//! off cudarc's event tracking for its context. Captures are thread-local
+//! (`CU_STREAM_CAPTURE_MODE_THREAD_LOCAL`): the tests run on parallel threads, and a global
+//! capture forbids every other thread's unsafe calls while it lasts (seen on an H100: another
+//! test's scratch allocation failed with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED in 2 runs of
+//! 15, 0 of 15 on one thread). Needs a CUDA device; run with
 //! `cargo test --release --test graph_gpu -- --include-ignored --nocapture`.
 
 mod common;
@@ -22,6 +26,10 @@ fn capture_stream() -> (Arc<CudaStream>, Gpu) {
     let g = Gpu::new(&stream).unwrap();
     (stream, g)
 }
+
+/// How every capture of this binary begins (the module's doc says why thread-local).
+const CAPTURE: sys::CUstreamCaptureMode =
+    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
 
 struct Outputs {
     sum: CudaSlice<f32>,
@@ -98,9 +106,7 @@ fn captured_reductions_and_scans_replay_with_the_cpu_bits() {
     enqueue(&g, &sum, &cumsum, &x, &mut o);
     check(&stream, &host, &o, "before the capture");
 
-    stream
-        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
-        .unwrap();
+    stream.begin_capture(CAPTURE).unwrap();
     enqueue(&g, &sum, &cumsum, &x, &mut o);
     let graph = stream
         .end_capture(sys::CUgraphInstantiate_flags(0))
@@ -131,9 +137,7 @@ fn growing_scratch_memory_during_a_capture_is_an_error() {
     let x = stream.alloc_zeros::<f32>(n).unwrap();
     let mut y = stream.alloc_zeros::<f32>(n).unwrap();
     let cumsum = g.scanner::<f32, _>(Sum).unwrap();
-    stream
-        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
-        .unwrap();
+    stream.begin_capture(CAPTURE).unwrap();
     let e = cumsum.inclusive(&x, &mut y).unwrap_err();
     let _ = stream.end_capture(sys::CUgraphInstantiate_flags(0));
     assert_eq!(e.kind(), ErrorKind::InvalidConfig);
