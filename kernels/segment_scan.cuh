@@ -6,7 +6,8 @@
 // cf::PrefixStack, the CPU's twin); it hands a segment longer than CF_SCAN_WARP_MIN to its
 // whole warp (cf::warp_scan_segment) or, with a long list, one longer than half a tile of
 // the device-wide scan to that scan's own tiles and look-back (kernels/scan.cuh,
-// cf_scan_long: many blocks per segment). A block per segment scans tile after tile with
+// cf_scan_long: many blocks per segment). A warp per segment (rows of a few hundred) runs
+// cf::warp_scan_segment on each of its segments. A block per segment scans tile after tile with
 // the block-level scan of kernels/scan.cuh, each tile starting from the fold, largest
 // first, of the completed aligned blocks of tiles before it (thread 0's PrefixStack over
 // tile trees): the look-back of the device-wide scan, with the tiles in one block's hands.
@@ -34,15 +35,45 @@ template <class Acc> struct PrefixStack {
     __device__ __forceinline__ Acc prefix() const { return prefixes[depth - 1]; }
 };
 
+// PrefixStack's grouping held by a whole warp (every lane calls every method alike, with
+// the same values): lane d holds level d's block tree and prefix, so that no array is
+// indexed at run time and nothing goes to local memory. (A PrefixStack in each lane, two
+// arrays of 64, lives in local memory, whose lines the streamed inputs push out of L1: the
+// warp schedule's scan of rows of 128 f32 on an H100 moved three times the input's bytes
+// through L2, ncu; 2000 GB/s against 2796 with this stack. The thread schedule, whose
+// warps take only its longer segments, measured the other way: short segments 2320 against
+// 1950, registers for a path its short segments never take.) Levels at most 32: 2^32
+// tiles, more than any segment has.
+template <class Acc> struct WarpPrefixStack {
+    Acc block;   // lane d: blocks[d]
+    Acc folded;  // lane d: prefixes[d]
+    int depth = 0;
+    u64 count = 0;
+    template <class Op> __device__ __forceinline__ void push(const Op& op, Acc v) {
+        for (u64 k = count; k & 1; k >>= 1) v = op.combine(shfl_idx(block, --depth), v);
+        Acc p = v;
+        if (depth > 0) p = op.combine(shfl_idx(folded, depth - 1), v);
+        if ((int)(threadIdx.x & 31) == depth) {
+            block = v;
+            folded = p;
+        }
+        ++depth;
+        ++count;
+    }
+    __device__ __forceinline__ bool has() const { return depth > 0; }
+    __device__ __forceinline__ Acc prefix() const { return shfl_idx(folded, depth - 1); }
+};
+
 // The scan of the n values at x into y by a whole warp (every lane calls it with the same
 // arguments), in the canonical grouping: tiles of 32 runs of J, each lane's run scanned in
 // registers, the warp's runs by cf::WarpScan, and the tile's incoming prefix the fold,
-// largest first, of the completed aligned blocks of tiles before it (a PrefixStack kept
-// alike in every lane, which all see the tile's tree): the block-per-segment scan with a
-// warp for the block, for segments too long for one thread of the thread schedule.
-// `staged`: x is a warp's stage in shared memory (plain loads, not the read-only cache's),
-// and y may be x itself (each lane writes only the positions it has read).
-template <int J, class Op>
+// largest first, of the completed aligned blocks of tiles before it (a `Stack`, PrefixStack
+// or WarpPrefixStack, which every lane sees the tile's tree for): the block-per-segment
+// scan with a warp for the block, for segments too long for one thread of the thread
+// schedule, and the warp schedule's. `staged`: x is a warp's stage in shared memory (plain
+// loads, not the read-only cache's), and y may be x itself (each lane writes only the
+// positions it has read).
+template <int J, class Stack, class Op>
 __device__ __forceinline__ void warp_scan_segment(const Op& op, const typename Op::In* x, u64 n, typename Op::Out* y,
                                                   bool exclusive, bool staged = false) {
     typedef typename Op::Acc Acc;
@@ -50,7 +81,7 @@ __device__ __forceinline__ void warp_scan_segment(const Op& op, const typename O
     const int lane = threadIdx.x & 31;
     const bool x_aligned = (reinterpret_cast<unsigned long long>(x) & 15) == 0;
     const bool y_aligned = (reinterpret_cast<unsigned long long>(y) & 15) == 0;
-    PrefixStack<Acc> tiles;
+    Stack tiles;
     for (u64 base = 0; base < n; base += TILE) {
         const u64 pos = base + (u64)lane * J;
         Acc a[J];
@@ -63,7 +94,8 @@ __device__ __forceinline__ void warp_scan_segment(const Op& op, const typename O
         tiles.push(op, tree);
         p = ws.down(op, p, has);
         Acc after = shfl_down(p, 1);  // the next lane's exclusive prefix
-        if (lane == 31) after = tiles.prefix();
+        const Acc through = tiles.prefix();  // WarpPrefixStack's is a shuffle: every lane's
+        if (lane == 31) after = through;
         typename Op::Out o[J];
         run_outputs(op, a, p, has, after, pos, exclusive, o);
         store_run<J>(y, n, pos, y_aligned, o);
@@ -123,7 +155,7 @@ __device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In*
 
 #ifdef CF_SEGMENT_SCAN_KERNEL
 // The segmented scan, instantiated with CF_OP, CF_BLOCK, CF_GROUP (1: a thread per segment,
-// or CF_BLOCK), CF_ITEMS (a power of two: positions per thread per tile), CF_ALGO,
+// 32: a warp, or CF_BLOCK), CF_ITEMS (a power of two: positions per thread per tile), CF_ALGO,
 // CF_OP_BYTES and CF_LONG_TILE_LOG (log2 of the device-wide scan's tile for these types,
 // which the long pass uses). Segment s of x (rows: lo = s * stride, cols long; offsets:
 // offsets[s] .. offsets[s + 1]) is scanned into y at s * cols (rows, packed) or at lo
@@ -210,7 +242,7 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j), o = __shfl_sync(~0u, at, j);
             const cf_in_t* src = staged ? stage + skew + (a - start) : x + a;
             cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (a - start) : y + o;
-            cf::warp_scan_segment<CF_ITEMS>(op, src, b - a, dst, exclusive != 0, staged);
+            cf::warp_scan_segment<CF_ITEMS, cf::PrefixStack<cf_acc_t>>(op, src, b - a, dst, exclusive != 0, staged);
         }
         if (staged) {
             __syncwarp();
@@ -221,8 +253,20 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
             }
         }
     }
+#elif CF_GROUP == 32
+    // A warp per segment (rows over CF_SCAN_WARP_MIN, whose lengths are all the same): the
+    // block's warps on consecutive segments, each scanned from x into y by its warp
+    // (cf::warp_scan_segment) in tiles of 32 runs of CF_ITEMS, which the host picks so that
+    // a row of a few hundred positions fills its tiles (rows of 128 f32: four a lane, one
+    // tile). No shared memory, few registers: the memory is kept busy by many warps.
+    const cf::u64 warps = (cf::u64)gridDim.x * (CF_BLOCK / 32);
+    for (cf::u64 s = (cf::u64)blockIdx.x * (CF_BLOCK / 32) + (threadIdx.x >> 5); s < segments; s += warps) {
+        cf::u64 lo, hi, at;
+        if (cf_scan_bounds(s, n, offsets, stride, cols, lo, hi, at))
+            cf::warp_scan_segment<CF_ITEMS, cf::WarpPrefixStack<cf_acc_t>>(op, x + lo, hi - lo, y + at, exclusive != 0);
+    }
 #else
-    static_assert(CF_GROUP == CF_BLOCK, "a segment takes a thread or the whole block");
+    static_assert(CF_GROUP == CF_BLOCK, "a segment takes a thread, a warp or the whole block");
     constexpr int J = CF_ITEMS;
     constexpr cf::u64 TILE = (cf::u64)CF_BLOCK * J;
     typedef cf::BlockScan<CF_ALGO, CF_BLOCK, cf_op_t, cf_acc_t> block_scan_t;

@@ -341,7 +341,12 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
                 want[lo + j] = Some(v);
             }
         }
-        for schedule in [None, Some(Schedule::Thread), Some(Schedule::Block)] {
+        for schedule in [
+            None,
+            Some(Schedule::Thread),
+            Some(Schedule::Warp),
+            Some(Schedule::Block),
+        ] {
             let sc = g
                 .segment_scanner_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
                 .unwrap();
@@ -354,21 +359,28 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
             );
             compare(&what, &download(&y), &want);
         }
-        let view = xd.slice(5..);
-        for rows in [
-            Rows::new(6, 4097).stride(4099),
-            Rows::new(40, 33).stride(37),
-            Rows::new(70, 9),
+        for (first, rows) in [
+            (5, Rows::new(6, 4097).stride(4099)),
+            (5, Rows::new(40, 33).stride(37)),
+            (5, Rows::new(70, 9)),
             // Rows of several tiles of the whole-array scan (Schedule::Whole scans them in one
             // launch, each row's tiles looking back only within their row).
-            Rows::new(3, 20_001).stride(20_011),
+            (5, Rows::new(3, 20_001).stride(20_011)),
             // Rows shorter than its tile: Schedule::Whole takes a smaller one (2048, 1024 f32).
-            Rows::new(5, 2_500).stride(2_503),
-            Rows::new(4, 1_500),
+            (5, Rows::new(5, 2_500).stride(2_503)),
+            (5, Rows::new(4, 1_500)),
+            // A warp's rows (its tiles of 4, 8 and 16 positions a lane for f32), from the
+            // buffer's start, so that rows of 16-byte multiples are aligned for 16-byte loads.
+            (0, Rows::new(33, 128)),
+            (0, Rows::new(17, 256).stride(260)),
+            (0, Rows::new(12, 64).stride(68)),
+            (0, Rows::new(9, 1024)),
+            (8, Rows::new(21, 100).stride(104)),
         ] {
+            let view = xd.slice(first..);
             let mut want = Vec::new();
             for r in 0..rows.rows {
-                let lo = 5 + r * rows.stride;
+                let lo = first + r * rows.stride;
                 want.extend(
                     Cpu::with_threads(1)
                         .scan(&x[lo..lo + rows.cols], op, kind)

@@ -25,7 +25,8 @@ pub enum Schedule {
     /// half a scan tile) go to a pass of their own.
     Thread,
     /// One warp per segment, the block's warps on different segments: for short segments
-    /// (many segments, a few tiles each at most).
+    /// (many segments, a few tiles each at most); for a scan, rows of 33 elements or more
+    /// ([`SCAN_THREAD_MAX_COLS`]) up to those of the whole-array scan's tiles.
     Warp,
     /// A group of [`LANES`] lanes per row, a warp's groups on as many rows at once: for
     /// rows of at most [`LANES_MAX_BYTES`] bytes (one tile of the group), where a warp per
@@ -118,33 +119,54 @@ pub fn plan_reduction(
 pub const SCAN_WHOLE_MIN_COLS: u64 = 2048;
 
 /// Warps of 32 segments a multiprocessor gets at least where the scan takes the thread
-/// schedule for what the reduction gives a warp ([`plan_scan`]); with fewer segments, few
+/// schedule for segments by offsets that [`plan`] gives a warp; with fewer segments, few
 /// warps would scan them all, one after another, and a block per segment is taken instead.
 const THREAD_FOR_WARP_WARPS: u64 = 4;
+
+/// Row length up to which a scan of rows keeps [`Schedule::Thread`] ([`plan_scan`]): a lane
+/// scans a segment of at most this many positions alone (`CF_SCAN_WARP_MIN` of
+/// kernels/segment_scan.cuh) and hands longer ones to its warp, one after another; rows
+/// longer than this take [`Schedule::Warp`].
+///
+/// ```
+/// use cufold::gpu::DeviceProps;
+/// use cufold::segment::{plan_scan, Schedule, SCAN_THREAD_MAX_COLS};
+/// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
+/// let rows_of = |cols: u64| plan_scan(1 << 20, cols << 20, true, true, None, 256, &h100).schedule;
+/// assert_eq!(rows_of(SCAN_THREAD_MAX_COLS), Schedule::Thread);
+/// assert_eq!(rows_of(SCAN_THREAD_MAX_COLS + 1), Schedule::Warp);
+/// ```
+pub const SCAN_THREAD_MAX_COLS: u64 = 32;
 
 /// The segmented scan's plan: a `forced` schedule, else [`plan`]'s, with
 ///
 /// - rows of at least [`SCAN_WHOLE_MIN_COLS`] on [`Schedule::Whole`] where the types have
 ///   a device-wide scan (`whole`);
-/// - a thread where [`plan`] gives a warp and the segments give every multiprocessor four
-///   warps of 32 segments or more (the thread schedule hands segments over 32 to the
-///   thread's warp), a block where it gives a warp to fewer segments (the scan has no warp
-///   schedule of its own, nor a group of lanes);
-/// - [`Schedule::Whole`] for [`Schedule::Split`] (rows), and a block for `Whole` or `Split`
-///   forced on segments by offsets.
+/// - a warp per row for rows longer than [`SCAN_THREAD_MAX_COLS`] that [`plan`] gives a
+///   thread or a warp;
+/// - for segments by offsets that [`plan`] gives a warp, a thread when the segments give
+///   every multiprocessor four warps of 32 segments or more (the thread schedule hands
+///   segments over 32 to the thread's warp, and its longest to a pass of their own), else a
+///   block;
+/// - [`Schedule::Whole`] for [`Schedule::Split`] (rows), a block for `Whole` or `Split`
+///   forced on segments by offsets, and a warp for [`Schedule::Lanes`] (the scan has no
+///   groups of lanes).
 ///
-/// Measured on an H100 against a block per segment, f32 inclusive sum, GB/s: 2^21 rows of
-/// 128 224 -> 417 with a thread; see [`SCAN_WHOLE_MIN_COLS`] for longer rows.
+/// Measured on an H100, f32 inclusive sums, 2^28 elements in all, GB/s: 2^21 rows of 128,
+/// a block 224, a thread 417 (before the thread's warps staged their spans), 1833 (after); see
+/// BENCHMARKS.md, "Segments, eleventh step", for the warp against the thread, and
+/// [`SCAN_WHOLE_MIN_COLS`] for longer rows.
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
 /// use cufold::segment::{plan_scan, Schedule};
 /// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
 /// let scan = |segments, total, rows| plan_scan(segments, total, rows, true, None, 256, &h100).schedule;
-/// assert_eq!(scan(1 << 18, 1 << 28, true), Schedule::Thread); // rows of 1024
+/// assert_eq!(scan(1 << 18, 1 << 28, true), Schedule::Warp); // rows of 1024
 /// assert_eq!(scan(1 << 17, 1 << 28, true), Schedule::Whole); // rows of 2048
+/// assert_eq!(scan(1 << 23, 1 << 28, true), Schedule::Thread); // rows of 32
 /// assert_eq!(scan(1 << 17, 1 << 28, false), Schedule::Thread); // the same lengths by offsets
-/// assert_eq!(scan(1 << 12, 1 << 22, true), Schedule::Block); // 4096 rows of 1024
+/// assert_eq!(scan(1 << 12, 1 << 22, false), Schedule::Block); // 4096 segments of 1024
 /// ```
 pub fn plan_scan(
     segments: u64,
@@ -158,21 +180,43 @@ pub fn plan_scan(
     let mean = total / segments.max(1);
     let schedule = match forced {
         Some(Schedule::Whole | Schedule::Split) if !rows => Schedule::Block,
+        Some(Schedule::Split) => Schedule::Whole,
+        Some(Schedule::Lanes) => Schedule::Warp,
         Some(s) => s,
         None if rows && whole && mean >= SCAN_WHOLE_MIN_COLS => Schedule::Whole,
-        None => plan(segments, total, rows, block, dev).schedule,
-    };
-    let schedule = match schedule {
-        Schedule::Warp | Schedule::Lanes
-            if segments >= THREAD_FOR_WARP_WARPS * 32 * dev.sm_count as u64 =>
-        {
-            Schedule::Thread
-        }
-        Schedule::Warp | Schedule::Lanes => Schedule::Block,
-        Schedule::Split => Schedule::Whole,
-        s => s,
+        None => match plan(segments, total, rows, block, dev).schedule {
+            Schedule::Thread | Schedule::Warp | Schedule::Lanes
+                if rows && mean > SCAN_THREAD_MAX_COLS =>
+            {
+                Schedule::Warp
+            }
+            Schedule::Warp | Schedule::Lanes
+                if segments >= THREAD_FOR_WARP_WARPS * 32 * dev.sm_count as u64 =>
+            {
+                Schedule::Thread
+            }
+            Schedule::Warp | Schedule::Lanes => Schedule::Block,
+            Schedule::Split => Schedule::Whole,
+            s => s,
+        },
     };
     with_schedule(schedule, segments, block, dev)
+}
+
+/// Positions a lane holds in each tile of the segmented scan's warp schedule
+/// ([`Schedule::Warp`]) for rows of `cols` elements of `elem_bytes` bytes: enough for a
+/// row to fill a tile of 32 lanes (next_pow2(cols) / 32), at least a 16-byte load's worth,
+/// at most `max_items` (the scanner's own positions per thread: rows of 1024 f32 in one
+/// tile of 32 a lane measured 1543 GB/s on an H100, in two of 16 2491); a power of two. The
+/// grouping does not depend on it: a tile is an aligned power-of-two block of the row.
+pub(crate) fn scan_warp_items(cols: u64, elem_bytes: usize, max_items: u32) -> u32 {
+    let per_load = if elem_bytes > 0 && elem_bytes <= 16 && 16 % elem_bytes == 0 {
+        16 / elem_bytes as u64
+    } else {
+        1
+    };
+    let want = (cols.max(1).next_power_of_two() / 32).max(per_load);
+    want.min(1 << max_items.max(1).ilog2()) as u32
 }
 
 /// Length from which rows too few to fill the device are split into chunks
@@ -454,15 +498,22 @@ mod tests {
             (1 << 14, 1 << 14, true, true, Schedule::Whole),
             (16, 1 << 24, true, true, Schedule::Whole),
             (1, 4096, true, true, Schedule::Whole),
-            // Shorter rows: a thread when many, else a block.
-            (1 << 18, 1024, true, true, Schedule::Thread),
-            (1 << 12, 1024, true, true, Schedule::Block),
-            (1 << 21, 128, true, true, Schedule::Thread),
-            // Segments by offsets, or types without a device-wide scan: as before.
+            // Shorter rows: a warp a row over 32, else a thread.
+            (1 << 18, 1024, true, true, Schedule::Warp),
+            (1 << 12, 1024, true, true, Schedule::Warp),
+            (1 << 21, 128, true, true, Schedule::Warp),
+            (3, 33, true, true, Schedule::Warp),
+            (1 << 22, 64, true, true, Schedule::Warp),
+            (1 << 23, 32, true, true, Schedule::Thread),
+            (1 << 24, 4, true, true, Schedule::Thread),
+            // Segments by offsets: a thread when many, else a block.
             (1 << 17, 2048, false, true, Schedule::Thread),
+            (1 << 21, 128, false, true, Schedule::Thread),
+            (1 << 12, 1024, false, true, Schedule::Block),
             (1 << 14, 1 << 14, false, true, Schedule::Block),
+            // Types without a device-wide scan: rows up to a warp's lengths take a warp.
             (1 << 14, 1 << 14, true, false, Schedule::Block),
-            (1 << 17, 2048, true, false, Schedule::Thread),
+            (1 << 17, 2048, true, false, Schedule::Warp),
             (16, 1 << 24, true, false, Schedule::Whole),
             (16, 1 << 24, false, false, Schedule::Block),
         ] {
@@ -474,19 +525,51 @@ mod tests {
             assert_eq!(p, with_schedule(want, segments, 256, &H100));
         }
         // Forced schedules: Split is Whole for rows, Whole and Split are a block by offsets,
-        // a warp a thread or a block by the count of segments.
+        // Lanes a warp; the rest as forced.
         for (forced, rows, segments, want) in [
             (Schedule::Split, true, 1u64 << 10, Schedule::Whole),
             (Schedule::Whole, true, 1 << 20, Schedule::Whole),
             (Schedule::Whole, false, 1 << 10, Schedule::Block),
             (Schedule::Split, false, 1 << 10, Schedule::Block),
-            (Schedule::Warp, true, 1 << 20, Schedule::Thread),
-            (Schedule::Lanes, true, 1 << 10, Schedule::Block),
+            (Schedule::Warp, true, 1 << 20, Schedule::Warp),
+            (Schedule::Warp, false, 16, Schedule::Warp),
+            (Schedule::Lanes, true, 1 << 10, Schedule::Warp),
             (Schedule::Thread, true, 16, Schedule::Thread),
+            (Schedule::Block, true, 1 << 20, Schedule::Block),
         ] {
             let p = scan(segments, 4096, rows, true, Some(forced));
             assert_eq!(p.schedule, want, "{forced:?} rows {rows} {segments}");
         }
+    }
+
+    #[test]
+    fn a_scan_warp_fills_its_tiles_with_16_byte_loads() {
+        for (cols, bytes, max, want) in [
+            (128u64, 4usize, 16u32, 4u32), // rows of 128 f32: one tile, a load a lane
+            (100, 4, 16, 4),
+            (1024, 4, 16, 16), // capped at the scanner's own
+            (256, 4, 16, 8),
+            (33, 4, 16, 4), // at least a 16-byte load
+            (64, 8, 8, 2),
+            (1024, 8, 8, 8),
+            (512, 2, 32, 16),
+            (40, 2, 32, 8),
+            (4096, 12, 4, 4), // no 16-byte loads for 12-byte values
+            (40, 12, 4, 2),
+            (64, 32, 2, 2),
+            (64, 4, 2, 2),     // a scanner's own below a load's worth
+            (1024, 4, 24, 16), // a power of two
+        ] {
+            assert_eq!(
+                scan_warp_items(cols, bytes, max),
+                want,
+                "{cols} x {bytes} bytes"
+            );
+        }
+        assert_eq!(
+            SCAN_THREAD_MAX_COLS,
+            crate::gpu::jit::embedded::defines::CF_SCAN_WARP_MIN as u64
+        );
     }
 
     #[test]

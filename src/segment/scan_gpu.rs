@@ -5,7 +5,9 @@ use super::by_key::RunCache;
 use super::gpu::{
     clear_long_list, launch_segments, long_list_layout, SegmentArgs, LONG_PASS_MIN_N,
 };
-use super::plan::{check_offsets_len, check_rows, plan_scan, Schedule, SegmentPlan};
+use super::plan::{
+    check_offsets_len, check_rows, plan_scan, scan_warp_items, Schedule, SegmentPlan,
+};
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
@@ -20,7 +22,7 @@ use std::sync::OnceLock;
 
 /// The full CUDA source of the segmented scan kernel for `op` (run-time parameters
 /// `param_bytes` long) with `block` threads, `items` positions per thread per tile, `group`
-/// threads per segment (1, or `block`), and `long_tile` positions in a tile of the
+/// threads per segment (1, 32 or `block`), and `long_tile` positions in a tile of the
 /// device-wide scan for these types (a power of two: [`ScanShape::tile`] of the default
 /// [`Scanner`]), whose tiles take the longest segments of ragged offsets on the thread
 /// schedule.
@@ -112,8 +114,10 @@ pub fn compile_scan_long_kernel(
 /// [`segment`](crate::segment): each segment's outputs have the bits of the whole-array
 /// scan of that segment alone).
 ///
-/// Schedules: a thread per segment ([`Schedule::Thread`], also for what the reduction gives
-/// a warp when the segments are many) or a block per segment ([`Schedule::Block`]), and for
+/// Schedules: a thread per segment ([`Schedule::Thread`], also for segments by offsets that
+/// the reduction gives a warp when they are many), a warp per row for rows over 32 elements
+/// ([`Schedule::Warp`]: tiles of 32 runs sized so that a row of a few hundred fills them),
+/// a block per segment ([`Schedule::Block`]), and for
 /// few long rows the whole-array scan's tiles and look-back on every row, in one launch for
 /// all the rows ([`Schedule::Whole`]; one row goes to the whole-array [`Scanner`]). On the
 /// thread schedule a segment over 32 elements goes to its thread's warp, one after another
@@ -151,6 +155,9 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     large: Option<ScanShape>,
     large_fn: OnceLock<CudaFunction>,
     thread_fn: OnceLock<CudaFunction>,
+    /// The warp schedule's kernels, by log2 of their positions a lane a tile
+    /// ([`scan_warp_items`]: at most the scanner's own, a power of two).
+    warp_fns: [OnceLock<CudaFunction>; WARP_ITEMS_LOGS],
     block_fn: OnceLock<CudaFunction>,
     /// The long pass's kernel and the blocks of it the device holds at once.
     long_fn: OnceLock<(CudaFunction, u32)>,
@@ -173,6 +180,10 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentScanner<T, O> {
 
 /// Shapes at most for rows on [`Schedule::Whole`] ([`tile_shapes`]).
 const ROWS_SHAPES: usize = 4;
+
+/// Warp-schedule kernels at most: positions a lane a tile of 1 to 2^(WARP_ITEMS_LOGS - 1),
+/// at most a scanner's own ([`ScanShape::fitting`]: at most 32).
+const WARP_ITEMS_LOGS: usize = 6;
 
 /// The device-wide scan's shapes under `scan` for rows on [`Schedule::Whole`], tiles halving
 /// as long as they shrink: its own, then with half the bytes per thread down to 64, then
@@ -226,6 +237,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             large,
             large_fn: OnceLock::new(),
             thread_fn: OnceLock::new(),
+            warp_fns: Default::default(),
             block_fn: OnceLock::new(),
             long_fn: OnceLock::new(),
             rows_fns: Default::default(),
@@ -518,9 +530,18 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         args: SegmentArgs,
         kind: ScanKind,
     ) -> Result<()> {
-        let (cell, group) = match plan.schedule {
-            Schedule::Thread => (&self.thread_fn, 1),
-            _ => (&self.block_fn, self.block),
+        let (cell, group, items) = match plan.schedule {
+            Schedule::Thread => (&self.thread_fn, 1, self.items),
+            Schedule::Warp => {
+                // Segments by offsets (a forced warp) are as long as the mean.
+                let cols = match args.off_ptr {
+                    0 => args.cols,
+                    _ => args.n / args.segments.max(1),
+                };
+                let items = scan_warp_items(cols, std::mem::size_of::<T>(), self.items);
+                (&self.warp_fns[items.ilog2() as usize], 32, items)
+            }
+            _ => (&self.block_fn, self.block, self.items),
         };
         // Without a long shape the thread kernel gets no list, and this number is unused.
         let long_tile = self.long_shape().map_or(1 << 13, |s| s.tile());
@@ -529,17 +550,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             self.gpu.kernel(
                 "cf_segment_scan",
                 &cuda,
-                &(self.block, self.items, group, self.param_bytes, long_tile),
-                || {
-                    scan_kernel_source(
-                        &cuda,
-                        self.param_bytes,
-                        self.block,
-                        self.items,
-                        group,
-                        long_tile,
-                    )
-                },
+                &(self.block, items, group, self.param_bytes, long_tile),
+                || scan_kernel_source(&cuda, self.param_bytes, self.block, items, group, long_tile),
             )
         })?;
         let exclusive = u32::from(kind == ScanKind::Exclusive);
