@@ -7,7 +7,7 @@
 //
 //   group    GROUP threads per segment (one thread, one warp, or the whole block),
 //            segments taken in turn (grid-stride); a lone thread runs cf::thread_tree on
-//            segments up to CF_REDUCE_LANE_MAX (CF_REDUCE_GROUP_MAX for order-free
+//            segments up to CF_REDUCE_LANE_MAX (CF_REDUCE_FREE_LANE_MAX for order-free
 //            operators), hands those up to CF_REDUCE_GROUP_MAX to groups of lanes of its
 //            warp (cf::group_trees) and longer ones to its whole warp;
 //   tile     GROUP * K * VEC positions (a power of two): cf::tile_reduce_at, the same tile
@@ -297,31 +297,35 @@ __device__ __forceinline__ typename Op::Acc padded_tree(const Op& op, const type
     return items[0];
 }
 
-// The canonical tree over the n >= 1 values at x by one thread (lifted with their place
-// 0 .. n - 1). ORDER_FREE (Operator::ORDER_FREE): every order gives the tree's bits, so the
-// thread folds the values in order into its run state (cf::Run, as cf::free_run does),
-// eight loads at a time. Otherwise n <= MAX (a power of two, a few values): MAX loads, the
-// identity past n, and cf::thread_reduce cut at next_pow2(n), the tree a group's lane
-// builds (cf::group_trees). (A binary counter over runs of eight, which a lane needed for
-// segments of up to 256 values before groups and warps took those, cost a segment of a few
-// values about five times the instructions.)
+// Positions first .. first + G - 1 of the n values at x (those below n) folded in order into
+// a run state (cf::Run), each under its own predicate: the same instructions in every lane
+// of the warp, whatever its segment's length. (All G at once where all are there,
+// Run::add_all, else one at a time, split a group's lanes between two paths and measured
+// slower on an H100, lanes up to 8, short segments: max 1638 and argmax 1108 GB/s, against
+// 2085 and 1541 under predicates in the call before.)
+template <int G, class Op>
+__device__ __forceinline__ void fold_run(const Op& op, typename Run<Op>::State& st, const typename Op::In* __restrict__ x,
+                                         u64 first, u64 n) {
+#pragma unroll
+    for (int j = 0; j < G; ++j)
+        if (first + j < n) Run<Op>::add(op, st, x[first + j], first + j);
+}
+
+// The canonical tree over the 1 <= n <= MAX values at x by one thread (lifted with their
+// place 0 .. n - 1; MAX a power of two, a few values): MAX loads, the identity past n, and
+// cf::thread_reduce cut at next_pow2(n), the tree a group's lane builds (cf::group_trees).
+// ORDER_FREE (Operator::ORDER_FREE): every order gives the tree's bits, so the thread folds
+// the values in order into its run state (cf::Run), as a group's lane does. (A binary
+// counter over runs of eight, which a lane needed for segments of up to 256 values before
+// groups and warps took those, cost a segment of a few values about five times the
+// instructions.)
 template <int MAX, bool ORDER_FREE, class Op>
 __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const typename Op::In* __restrict__ x, u64 n) {
     if constexpr (ORDER_FREE) {
-        constexpr int G = 8;
-        typedef Run<Op> R;
-        typename R::State st = R::start(op);
-        for (u64 b = 0; b < n; b += G) {
-            typename Op::In v[G];
-            if (b + G <= n) {
-#pragma unroll
-                for (int j = 0; j < G; ++j) v[j] = x[b + j];
-                R::template add_all<G>(op, st, v, b);
-            } else {
-                for (u64 j = b; j < n; ++j) R::add(op, st, x[j], j);
-            }
-        }
-        return R::end(op, st);
+        constexpr int G = MAX < 8 ? MAX : 8;
+        typename Run<Op>::State st = Run<Op>::start(op);
+        for (u64 b = 0; b < n; b += G) fold_run<G>(op, st, x, b, n);
+        return Run<Op>::end(op, st);
     } else {
         return padded_tree<MAX>(op, x, 0, n, next_pow2(n));
     }
@@ -336,7 +340,14 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
 // cut at the segment's own width. Lengths at most GL * VEC. Each marked lane gets its
 // segment's tree in `mine`. Every lane of the warp calls it; `order` (32 bytes of shared
 // memory for the warp) lists the marked lanes.
-template <int GL, int VEC, class Op>
+//
+// ORDER_FREE (Operator::ORDER_FREE): every order gives the tree's bits, so a lane folds its
+// positions in order into its run state (cf::Run: Max and Min compare keys, the arg-
+// operators rank a value once) and the group joins its lanes' results with shuffles, the
+// identity in lanes past the segment. (The tree, a combine for every position, cost Max
+// and ArgMax more than a lane alone walking segments of up to 64: H100, short segments,
+// max 1995 -> 1344 GB/s.)
+template <int GL, int VEC, bool ORDER_FREE, class Op>
 __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In* __restrict__ x, bool grouped, u64 lo,
                                             u64 len, typename Op::Acc& mine, unsigned char* order) {
     typedef typename Op::Acc Acc;
@@ -354,7 +365,14 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
         const unsigned b = __shfl_sync(~0u, (unsigned)len, src);
         const u64 m = k < count ? b : 0;
         const u64 width = next_pow2(m);
-        Acc v = padded_tree<VEC>(op, x + a, (u64)gl * VEC, m, width);
+        Acc v;
+        if constexpr (ORDER_FREE) {
+            typename Run<Op>::State st = Run<Op>::start(op);
+            fold_run<VEC>(op, st, x + a, (u64)gl * VEC, m);
+            v = Run<Op>::end(op, st);
+        } else {
+            v = padded_tree<VEC>(op, x + a, (u64)gl * VEC, m, width);
+        }
         const u64 lanes = width / VEC;  // lanes of the group the tree spans
 #pragma unroll
         for (int off = 1; off < GL; off <<= 1) {
@@ -370,10 +388,11 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
 }  // namespace cf
 
 // The reduction's thread schedule: a lane alone takes segments up to CF_REDUCE_LANE_MAX
-// positions (order-free operators: up to CF_REDUCE_GROUP_MAX), a group of four or eight
+// positions (order-free operators: CF_REDUCE_FREE_LANE_MAX), a group of four or eight
 // lanes those up to CF_REDUCE_GROUP_MAX (cf::group_trees), the whole warp longer ones (or,
 // with a long list, the long pass those over 2^CF_LONG_MIN_LOG).
 #define CF_REDUCE_LANE_MAX 8
+#define CF_REDUCE_FREE_LANE_MAX 32
 #define CF_REDUCE_GROUP_MAX 64
 // In the reduction's thread schedule with a long list (ragged offsets with a long tail),
 // segments longer than 2^CF_LONG_MIN_LOG go to the long pass instead of a warp: aligned
@@ -439,12 +458,15 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         cf::u64 lo = 0, hi = 0;
         const bool valid = s < segments && cf_bounds(s, n, offsets, stride, cols, lo, hi);
         const cf::u64 len = hi - lo;
-        // Order-free operators fold a lane's segment in order (cf::Run), one load and one
-        // combine an element, so a lane keeps all the segments a group would take: groups
-        // cost them more than the lanes' uneven loops (H100, 2^24 segments of 4 to 32: max
-        // 1995 -> 1344 GB/s, argmax 1663 -> 858 in groups).
-        constexpr int LANE_MAX = CF_ORDER_FREE ? CF_REDUCE_GROUP_MAX : CF_REDUCE_LANE_MAX;
-        const bool grouped = valid && len > (cf::u64)LANE_MAX && len <= CF_REDUCE_GROUP_MAX;
+        // Order-free operators fold a lane's segment in order (cf::Run: a key comparison a
+        // position for Max, a rank for ArgMax), eight positions a step under predicates, so
+        // a lane keeps segments up to 32 and groups take 33 to 64. Measured on an H100, GB/s,
+        // lanes up to 32 against up to 8 (one call), and the rule before, lanes up to 64 and
+        // no groups (an earlier call): 2^24 segments of 4 to 32, max 2447 / 2122 / 2030,
+        // argmax 1788 / 1455 / 1692; power-law lengths, max 1447 / 1478 / 1118, argmax 1161
+        // / 1233 / 1078.
+        constexpr int LANE_MAX = CF_ORDER_FREE ? CF_REDUCE_FREE_LANE_MAX : CF_REDUCE_LANE_MAX;
+        const bool grouped = valid && len > LANE_MAX && len <= CF_REDUCE_GROUP_MAX;
         const bool longer = valid && len > CF_REDUCE_GROUP_MAX;
         // Each lane reads its own segment from global memory: staging the warp's span in
         // shared memory (cf::stage_span, which the scan's thread schedule uses to coalesce
@@ -456,9 +478,9 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         // Groups of eight lanes where a grouped segment is over half the longest, else of
         // four, eight segments a pass (each lane eight loads either way).
         if (__any_sync(~0u, grouped && len > CF_REDUCE_GROUP_MAX / 2))
-            cf::group_trees<8, CF_REDUCE_GROUP_MAX / 8>(op, x, grouped, lo, len, t, order[threadIdx.x >> 5]);
+            cf::group_trees<8, CF_REDUCE_GROUP_MAX / 8, CF_ORDER_FREE != 0>(op, x, grouped, lo, len, t, order[threadIdx.x >> 5]);
         else if (__any_sync(~0u, grouped))
-            cf::group_trees<4, CF_REDUCE_GROUP_MAX / 8>(op, x, grouped, lo, len, t, order[threadIdx.x >> 5]);
+            cf::group_trees<4, CF_REDUCE_GROUP_MAX / 8, CF_ORDER_FREE != 0>(op, x, grouped, lo, len, t, order[threadIdx.x >> 5]);
         if (valid && !longer) {
             if (len > 0)
                 out[s] = op.finish(t, len);

@@ -17,7 +17,7 @@ use crate::gpu::DeviceProps;
 pub enum Schedule {
     /// One thread per segment, the block's threads on different segments: for very short
     /// segments (a few elements each), where a warp would leave most lanes idle. In a
-    /// reduction a lane keeps segments of at most 8 elements (64 for order-free operators,
+    /// reduction a lane keeps segments of at most 8 elements (32 for order-free operators,
     /// which fold in order), groups of four or eight lanes of its warp take those of up to
     /// 64, and its whole warp the longer ones (the long tail of ragged lengths); in a scan
     /// a lane keeps segments of up to 32 elements and hands longer ones to its warp. On
