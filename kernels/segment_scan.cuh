@@ -73,7 +73,12 @@ template <class Acc> struct WarpPrefixStack {
 // schedule, and the warp schedule's. `staged`: x is a warp's stage in shared memory (plain
 // loads, not the read-only cache's), and y may be x itself (each lane writes only the
 // positions it has read).
-template <int J, class Stack, class Op>
+//
+// AHEAD: each tile's run is loaded before the tile before it is scanned, so that a
+// segment's loads overlap its scans (a position is still read before it is written). The
+// warp schedule's rows of 1024 f32 (two tiles a row) on an H100: 2497 -> 2553 GB/s, three
+// rounds of one call; the thread schedule's warps do without (their registers).
+template <int J, class Stack, bool AHEAD, class Op>
 __device__ __forceinline__ void warp_scan_segment(const Op& op, const typename Op::In* x, u64 n, typename Op::Out* y,
                                                   bool exclusive, bool staged = false) {
     typedef typename Op::Acc Acc;
@@ -82,10 +87,17 @@ __device__ __forceinline__ void warp_scan_segment(const Op& op, const typename O
     const bool x_aligned = (reinterpret_cast<unsigned long long>(x) & 15) == 0;
     const bool y_aligned = (reinterpret_cast<unsigned long long>(y) & 15) == 0;
     Stack tiles;
+    Acc a[J];
+    if constexpr (AHEAD)
+        if (n > 0) load_run<J>(op, x, n, (u64)lane * J, x_aligned, staged, a);
     for (u64 base = 0; base < n; base += TILE) {
         const u64 pos = base + (u64)lane * J;
-        Acc a[J];
-        load_run<J>(op, x, n, pos, x_aligned, staged, a);
+        Acc ahead[AHEAD ? J : 1];
+        if constexpr (AHEAD) {
+            if (base + TILE < n) load_run<J>(op, x, n, pos + TILE, x_aligned, staged, ahead);
+        } else {
+            load_run<J>(op, x, n, pos, x_aligned, staged, a);
+        }
         run_up(op, a);
         WarpScan<Op, Acc> ws;
         const Acc tree = ws.up(op, a[J - 1]);
@@ -99,6 +111,10 @@ __device__ __forceinline__ void warp_scan_segment(const Op& op, const typename O
         typename Op::Out o[J];
         run_outputs(op, a, p, has, after, pos, exclusive, o);
         store_run<J>(y, n, pos, y_aligned, o);
+        if constexpr (AHEAD) {
+#pragma unroll
+            for (int j = 0; j < J; ++j) a[j] = ahead[j];
+        }
     }
 }
 
@@ -242,7 +258,7 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j), o = __shfl_sync(~0u, at, j);
             const cf_in_t* src = staged ? stage + skew + (a - start) : x + a;
             cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (a - start) : y + o;
-            cf::warp_scan_segment<CF_ITEMS, cf::PrefixStack<cf_acc_t>>(op, src, b - a, dst, exclusive != 0, staged);
+            cf::warp_scan_segment<CF_ITEMS, cf::PrefixStack<cf_acc_t>, false>(op, src, b - a, dst, exclusive != 0, staged);
         }
         if (staged) {
             __syncwarp();
@@ -263,7 +279,7 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
     for (cf::u64 s = (cf::u64)blockIdx.x * (CF_BLOCK / 32) + (threadIdx.x >> 5); s < segments; s += warps) {
         cf::u64 lo, hi, at;
         if (cf_scan_bounds(s, n, offsets, stride, cols, lo, hi, at))
-            cf::warp_scan_segment<CF_ITEMS, cf::WarpPrefixStack<cf_acc_t>>(op, x + lo, hi - lo, y + at, exclusive != 0);
+            cf::warp_scan_segment<CF_ITEMS, cf::WarpPrefixStack<cf_acc_t>, true>(op, x + lo, hi - lo, y + at, exclusive != 0);
     }
 #else
     static_assert(CF_GROUP == CF_BLOCK, "a segment takes a thread, a warp or the whole block");
