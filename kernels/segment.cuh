@@ -476,10 +476,13 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         if (valid && len > 0 && len <= (cf::u64)LANE_MAX)
             t = cf::thread_tree<LANE_MAX, CF_ORDER_FREE != 0>(op, x + lo, len);
         // Groups of eight lanes where a grouped segment is over half the longest, else of
-        // four, eight segments a pass (each lane eight loads either way).
+        // four, eight segments a pass (each lane eight loads either way). Groups of four
+        // only where lanes hand down segments of half the longest or less (not for
+        // order-free operators, whose lanes keep those).
+        constexpr bool FOURS = LANE_MAX < CF_REDUCE_GROUP_MAX / 2;
         if (__any_sync(~0u, grouped && len > CF_REDUCE_GROUP_MAX / 2))
             cf::group_trees<8, CF_REDUCE_GROUP_MAX / 8, CF_ORDER_FREE != 0>(op, x, grouped, lo, len, t, order[threadIdx.x >> 5]);
-        else if (__any_sync(~0u, grouped))
+        else if (FOURS && __any_sync(~0u, grouped))
             cf::group_trees<4, CF_REDUCE_GROUP_MAX / 8, CF_ORDER_FREE != 0>(op, x, grouped, lo, len, t, order[threadIdx.x >> 5]);
         if (valid && !longer) {
             if (len > 0)

@@ -270,8 +270,8 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
         }
     }
 #elif CF_GROUP == 32
-    // A warp per segment (rows over CF_SCAN_WARP_MIN, whose lengths are all the same): the
-    // block's warps on consecutive segments, each scanned from x into y by its warp
+    // A warp per segment (planned for rows over CF_SCAN_WARP_MIN, whose lengths are all
+    // the same; segments by offsets when forced): the block's warps on consecutive segments, each scanned from x into y by its warp
     // (cf::warp_scan_segment) in tiles of 32 runs of CF_ITEMS, which the host picks so that
     // a row of a few hundred positions fills its tiles (rows of 128 f32: four a lane, one
     // tile). No shared memory, few registers: the memory is kept busy by many warps.

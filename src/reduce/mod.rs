@@ -18,6 +18,7 @@ mod plan;
 
 pub(crate) use gpu::launch_grid;
 pub use gpu::{compile_kernel, kernel_source, Reducer};
+pub(crate) use plan::per_16_bytes;
 pub use plan::{plan, ReducePlan, ReduceShape};
 
 /// How a [`Reducer`] is built, builder style (`NAME(value)` sets, `get_NAME()` reads).

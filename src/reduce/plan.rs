@@ -39,6 +39,17 @@ const BYTES_IN_FLIGHT: usize = 64;
 /// Final-stage loads per thread: the final block reduces up to `block * FINAL_LOADS` partials.
 const FINAL_LOADS: u32 = 8;
 
+/// Values of `size` bytes one 16-byte load holds: 16 / size for sizes that tile 16 bytes,
+/// else 1 (a value at a time). The kernels' vector loads (`CF_VEC`, `cf::SpanPieces::V`)
+/// follow the same rule.
+pub(crate) fn per_16_bytes(size: usize) -> usize {
+    if size > 0 && size <= 16 && 16 % size == 0 {
+        16 / size
+    } else {
+        1
+    }
+}
+
 impl ReduceShape {
     /// The shape for input elements of `in_size` bytes and `block` threads per block.
     ///
@@ -52,11 +63,7 @@ impl ReduceShape {
     /// ```
     pub fn for_sizes(in_size: usize, block: u32) -> Result<ReduceShape> {
         check_block(block)?;
-        let vec = if in_size > 0 && in_size <= 16 && 16 % in_size == 0 {
-            16 / in_size
-        } else {
-            1
-        };
+        let vec = per_16_bytes(in_size);
         let per_load = vec * in_size.max(1);
         // The largest power of two of loads that keeps at most BYTES_IN_FLIGHT per thread.
         let want = (BYTES_IN_FLIGHT / per_load).clamp(1, 8);

@@ -210,11 +210,7 @@ pub fn plan_scan(
 /// tile of 32 a lane measured 1543 GB/s on an H100, in two of 16 2491); a power of two. The
 /// grouping does not depend on it: a tile is an aligned power-of-two block of the row.
 pub(crate) fn scan_warp_items(cols: u64, elem_bytes: usize, max_items: u32) -> u32 {
-    let per_load = if elem_bytes > 0 && elem_bytes <= 16 && 16 % elem_bytes == 0 {
-        16 / elem_bytes as u64
-    } else {
-        1
-    };
+    let per_load = crate::reduce::per_16_bytes(elem_bytes) as u64;
     let want = (cols.max(1).next_power_of_two() / 32).max(per_load);
     want.min(1 << max_items.max(1).ilog2()) as u32
 }
