@@ -69,6 +69,26 @@ template <class Op> struct PartialLoader {
     }
 };
 
+// cf::tile_reduce_at's stages after the loads: v[k] is the tree over the thread's VEC positions
+// of load k (cut at `limit`); the warp (group) joins its lanes, each thread its K loads,
+// and the block its warps. Every thread of the group calls it; the result is meaningful in
+// the group's first thread. (Separate so that a tile's loads may be issued before the tile
+// before it is joined: cf::pipelined_trees.)
+template <class Op, int BLOCK, int K, int VEC, int WIDTH = 32>
+__device__ __forceinline__ typename Op::Acc tile_join(const Op& op, typename Op::Acc (&v)[K], u64 limit,
+                                                      typename Op::Acc* smem) {
+    constexpr u64 SEG = (u64)WIDTH * VEC;
+    constexpr u64 WARP_SPAN = SEG * K;
+    // How many lanes (warps) a tree of `limit` positions spans at each stage, at most `most`.
+    const auto spans = [limit](u64 unit, int most) { return (int)(limit / unit < (u64)most ? limit / unit : most); };
+    warp_reduce(op, v, spans(VEC, WIDTH));
+    thread_reduce(op, v, limit / SEG);
+    if constexpr (WIDTH < 32)
+        return v[0];
+    else
+        return block_reduce_warps<BLOCK>(op, v[0], smem, spans(WARP_SPAN, 32));
+}
+
 // The canonical tree over TILE = BLOCK*K*VEC positions starting at `base`, cut at `limit`
 // positions (a power of two). The result is meaningful in thread 0. `smem`: WARPS accs,
 // not written again before the block's next __syncthreads() (see cf::block_reduce_warps).
@@ -90,8 +110,6 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_at(const Op& op, const L
     constexpr u64 WARP_SPAN = SEG * K;     // positions one warp covers per tile
     const int lane = (int)(threadIdx.x % WIDTH);
     const u64 wbase = base + (u64)warp * WARP_SPAN;
-    // How many lanes (warps) a tree of `limit` positions spans at each stage, at most `most`.
-    const auto spans = [limit](u64 unit, int most) { return (int)(limit / unit < (u64)most ? limit / unit : most); };
 
     Acc v[K];
 #pragma unroll
@@ -101,12 +119,7 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_at(const Op& op, const L
         thread_reduce(op, items, limit);
         v[k] = items[0];
     }
-    warp_reduce(op, v, spans(VEC, WIDTH));
-    thread_reduce(op, v, limit / SEG);
-    if constexpr (WIDTH < 32)
-        return v[0];
-    else
-        return block_reduce_warps<BLOCK>(op, v[0], smem, spans(WARP_SPAN, 32));
+    return tile_join<Op, BLOCK, K, VEC, WIDTH>(op, v, limit, smem);
 }
 
 template <class Op, int BLOCK, int K, int VEC, class Loader>

@@ -16,6 +16,9 @@
 //            group's first thread (cf::TreeCounter): aligned pairs combine as they
 //            complete; tiles past the end complete the tree to next_pow2 tiles as absent
 //            blocks (a present left half combines with the identity, as the CPU's does).
+//            A warp or a block per segment issues each tile's loads before it joins the
+//            tile before (cf::pipelined_trees), across its segments too; order-free
+//            operators fold instead (cf::free_run).
 //
 // Empty segments get finish(identity, 0) when the operator has an empty value (`write_empty`)
 // and are left untouched otherwise; a segment with hi < lo or hi > n (offsets on the device
@@ -130,6 +133,97 @@ __device__ __forceinline__ typename Op::Acc segment_tree(const Op& op, const Loa
     return counter_tree(op, (n + TILE - 1) / TILE, p / TILE, threadIdx.x % GROUP == 0, [&](u64 i) {
         return tile_reduce_at<Op, GROUP, K, VEC>(op, ld, first + i * TILE, TILE, smem[calls++ & 1], warp);
     });
+}
+
+// The segments first, first + step, ... below `segments` of one group of GROUP threads (a
+// warp, or the whole block), each reduced to segment_tree's tree (tiles of GROUP * K * VEC
+// positions; a segment of several on a binary counter in the group's first thread), with
+// every tile's loads issued before the tile before it is joined, the next segment's first
+// tile before the last tile of the one before: a group's loads are in flight while it
+// shuffles and synchronises, not only between those stages. The bits are segment_tree's:
+// the same tiles, joined in the same order. Each thread holds two tiles' raw inputs (K *
+// VEC values each).
+//
+// `bounds(s, lo, hi)` is cf_bounds (false: the segment is skipped), `emit(s, tree, len)`
+// takes a non-empty segment's tree in the group's first thread, `empty(s)` an empty
+// segment in every thread. Every thread of the group calls it.
+template <class Op, int GROUP, int K, int VEC, class Bounds, class Emit, class Empty>
+__device__ __forceinline__ void pipelined_trees(const Op& op, const typename Op::In* __restrict__ x, u64 first,
+                                                u64 step, u64 segments, Bounds bounds, Emit emit, Empty empty,
+                                                typename Op::Acc (*smem)[GROUP / 32 > 0 ? GROUP / 32 : 1], int warp) {
+    typedef typename Op::In In;
+    typedef typename Op::Acc Acc;
+    constexpr u64 SEG = 32ull * VEC;
+    constexpr u64 TILE = (u64)GROUP * K * VEC;
+    const u64 at = (u64)warp * SEG * K + (u64)(threadIdx.x & 31) * VEC;  // the thread's first place in a tile
+    const bool leader = threadIdx.x % GROUP == 0;
+    struct Seg {
+        u64 s, lo, n;
+    };
+    // The first segment from s on with positions (empty ones go to `empty` on the way).
+    const auto find = [&](u64 s, Seg& g) {
+        for (; s < segments; s += step) {
+            u64 lo, hi;
+            if (!bounds(s, lo, hi)) continue;
+            if (hi == lo) {
+                empty(s);
+                continue;
+            }
+            g = Seg{s, lo, hi - lo};
+            return true;
+        }
+        return false;
+    };
+    const auto fetch = [&](const Seg& g, u64 tile, In (&v)[K][VEC]) {
+        const SegmentLoader<Op, VEC> ld{x + g.lo, g.n, (reinterpret_cast<unsigned long long>(x + g.lo) & 15) == 0};
+#pragma unroll
+        for (int k = 0; k < K; ++k) ld.fetch(tile * TILE + at + k * SEG, v[k]);
+    };
+    Seg cur;
+    if (!find(first, cur)) return;
+    In raw[K][VEC];
+    fetch(cur, 0, raw);
+    TreeCounter<Acc> tree;
+    unsigned calls = 0;
+    for (u64 tile = 0;;) {
+        const u64 tiles = (cur.n + TILE - 1) / TILE, width = next_pow2(cur.n);
+        Seg next = cur;
+        u64 next_tile = tile + 1;
+        bool more = true;
+        if (next_tile == tiles) {
+            more = find(cur.s + step, next);
+            next_tile = 0;
+        }
+        In ahead[K][VEC];
+        if (more) fetch(next, next_tile, ahead);
+        const u64 limit = width < TILE ? width : TILE;
+        Acc v[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const u64 p = tile * TILE + at + k * SEG;
+            Acc items[VEC];
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) items[i] = p + i < cur.n ? op.lift(raw[k][i], p + i) : op.identity();
+            thread_reduce(op, items, limit);
+            v[k] = items[0];
+        }
+        const Acc t = tile_join<Op, GROUP, K, VEC>(op, v, limit, smem[calls++ & 1]);
+        if (leader) {
+            if (tiles == 1) {
+                emit(cur.s, t, cur.n);
+            } else {
+                tree.push(op, tile, t);
+                if (tile + 1 == tiles) emit(cur.s, tree.complete(op, tiles, width / TILE), cur.n);
+            }
+        }
+        if (!more) return;
+        cur = next;
+        tile = next_tile;
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) raw[k][i] = ahead[k][i];
+    }
 }
 
 // A segment's canonical tree by a group of LANES lanes (8 or 16) of one warp, the warp's
@@ -534,6 +628,19 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
     const bool leader = (threadIdx.x % CF_GROUP) == 0;
     __shared__ cf_acc_t smem[2][CF_GROUP / 32];
     const int warp = (int)((threadIdx.x % CF_GROUP) >> 5);
+    if constexpr (CF_ORDER_FREE == 0) {
+        // The canonical trees, each tile's loads issued before the tile before it is joined.
+        cf::pipelined_trees<cf_op_t, CF_GROUP, CF_K, CF_VEC>(
+            op, x, (cf::u64)blockIdx.x * GROUPS + group, (cf::u64)gridDim.x * GROUPS, segments,
+            [&](cf::u64 s, cf::u64& lo, cf::u64& hi) { return cf_bounds(s, n, offsets, stride, cols, lo, hi); },
+            [&](cf::u64 s, const cf_acc_t& r, cf::u64 len) { out[s] = op.finish(r, len); },
+            [&](cf::u64 s) {
+                if (write_empty && leader) out[s] = op.finish(op.identity(), 0);
+            },
+            smem, warp);
+        return;
+    }
+    // Order-free operators: cf::free_run over each segment's tiles.
     unsigned calls = 0;
     for (cf::u64 s = (cf::u64)blockIdx.x * GROUPS + group; s < segments; s += (cf::u64)gridDim.x * GROUPS) {
         cf::u64 lo, hi;
