@@ -135,6 +135,34 @@ __device__ __forceinline__ typename Op::Acc segment_tree(const Op& op, const Loa
     });
 }
 
+// One thread's K loads of a tile, raw (cf::SegmentLoader::fetch): load k takes the VEC
+// positions at `at` + k * WIDTH * VEC (WIDTH lanes share a load instruction), all K issued
+// before any is used.
+template <class Op, int K, int VEC, int WIDTH>
+__device__ __forceinline__ void fetch_tile(const SegmentLoader<Op, VEC>& ld, u64 at, typename Op::In (&v)[K][VEC]) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) ld.fetch(at + k * (u64)WIDTH * VEC, v[k]);
+}
+
+// The tile tree over the loads cf::fetch_tile took at `at`, lifted with their places (the
+// identity from n on), cut at `limit`: cf::tile_reduce_at's tree from the same loads, for a
+// group of GROUP threads (WIDTH lanes to a load).
+template <class Op, int GROUP, int K, int VEC, int WIDTH = 32>
+__device__ __forceinline__ typename Op::Acc join_fetched(const Op& op, const typename Op::In (&raw)[K][VEC], u64 at,
+                                                         u64 n, u64 limit, typename Op::Acc* smem) {
+    typename Op::Acc v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const u64 p = at + k * (u64)WIDTH * VEC;
+        typename Op::Acc items[VEC];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) items[i] = p + i < n ? op.lift(raw[k][i], p + i) : op.identity();
+        thread_reduce(op, items, limit);
+        v[k] = items[0];
+    }
+    return tile_join<Op, GROUP, K, VEC, WIDTH>(op, v, limit, smem);
+}
+
 // The segments first, first + step, ... below `segments` of one group of GROUP threads (a
 // warp, or the whole block), each reduced to segment_tree's tree (tiles of GROUP * K * VEC
 // positions; a segment of several on a binary counter in the group's first thread), with
@@ -176,8 +204,7 @@ __device__ __forceinline__ void pipelined_trees(const Op& op, const typename Op:
     };
     const auto fetch = [&](const Seg& g, u64 tile, In (&v)[K][VEC]) {
         const SegmentLoader<Op, VEC> ld{x + g.lo, g.n, (reinterpret_cast<unsigned long long>(x + g.lo) & 15) == 0};
-#pragma unroll
-        for (int k = 0; k < K; ++k) ld.fetch(tile * TILE + at + k * SEG, v[k]);
+        fetch_tile<Op, K, VEC, 32>(ld, tile * TILE + at, v);
     };
     Seg cur;
     if (!find(first, cur)) return;
@@ -197,17 +224,7 @@ __device__ __forceinline__ void pipelined_trees(const Op& op, const typename Op:
         In ahead[K][VEC];
         if (more) fetch(next, next_tile, ahead);
         const u64 limit = width < TILE ? width : TILE;
-        Acc v[K];
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            const u64 p = tile * TILE + at + k * SEG;
-            Acc items[VEC];
-#pragma unroll
-            for (int i = 0; i < VEC; ++i) items[i] = p + i < cur.n ? op.lift(raw[k][i], p + i) : op.identity();
-            thread_reduce(op, items, limit);
-            v[k] = items[0];
-        }
-        const Acc t = tile_join<Op, GROUP, K, VEC>(op, v, limit, smem[calls++ & 1]);
+        const Acc t = join_fetched<Op, GROUP, K, VEC>(op, raw, tile * TILE + at, cur.n, limit, smem[calls++ & 1]);
         if (leader) {
             if (tiles == 1) {
                 emit(cur.s, t, cur.n);
@@ -607,8 +624,41 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
     const bool leader = (threadIdx.x % CF_GROUP) == 0;
     const cf::u64 warps = (cf::u64)gridDim.x * (CF_BLOCK / 32);
     if (offsets) return;  // not planned for offsets
-    for (cf::u64 first = ((cf::u64)blockIdx.x * (CF_BLOCK / 32) + (threadIdx.x >> 5)) * PER_WARP; first < segments;
-         first += warps * PER_WARP) {
+    const cf::u64 warp_first = ((cf::u64)blockIdx.x * (CF_BLOCK / 32) + (threadIdx.x >> 5)) * PER_WARP;
+    if constexpr (CF_ORDER_FREE == 0) {
+        // Rows of one tile (every row the planner gives this schedule): each row's loads are
+        // issued before the row before it is joined, as cf::pipelined_trees does for a warp
+        // or a block per segment; the same tree as cf::lanes_tree's.
+        constexpr cf::u64 TILE = (cf::u64)CF_GROUP * CF_K * CF_VEC;
+        if (cols > 0 && cols <= TILE) {
+            const cf::u64 at = (cf::u64)(threadIdx.x % CF_GROUP) * CF_VEC, limit = cf::next_pow2(cols);
+            const auto fetch = [&](cf::u64 first, cf_in_t (&v)[CF_K][CF_VEC]) {
+                const cf::u64 s = first + sub;
+                const cf_in_t* row = x + (s < segments ? s : segments - 1) * stride;
+                const cf::SegmentLoader<cf_op_t, CF_VEC> ld{row, cols, (reinterpret_cast<unsigned long long>(row) & 15) == 0};
+                cf::fetch_tile<cf_op_t, CF_K, CF_VEC, CF_GROUP>(ld, at, v);
+            };
+            if (warp_first >= segments) return;
+            cf_in_t raw[CF_K][CF_VEC];
+            fetch(warp_first, raw);
+            for (cf::u64 first = warp_first;;) {
+                const cf::u64 next = first + warps * PER_WARP;
+                const bool more = next < segments;
+                cf_in_t ahead[CF_K][CF_VEC];
+                if (more) fetch(next, ahead);
+                const cf_acc_t t =
+                    cf::join_fetched<cf_op_t, CF_GROUP, CF_K, CF_VEC, CF_GROUP>(op, raw, at, cols, limit, nullptr);
+                if (leader && first + sub < segments) out[first + sub] = op.finish(t, cols);
+                if (!more) return;
+                first = next;
+#pragma unroll
+                for (int k = 0; k < CF_K; ++k)
+#pragma unroll
+                    for (int i = 0; i < CF_VEC; ++i) raw[k][i] = ahead[k][i];
+            }
+        }
+    }
+    for (cf::u64 first = warp_first; first < segments; first += warps * PER_WARP) {
         const cf::u64 s = first + sub;
         const bool mine = s < segments;
         const cf::u64 r = mine ? s : segments - 1;
