@@ -512,11 +512,9 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
 
 namespace cf {
 
-// Segment s's bounds (offsets, or rows of `cols` every `stride`), unchecked; lo and hi are
-// left as they are from `segments` on.
-__device__ __forceinline__ void raw_bounds(u64 s, u64 segments, const u64* __restrict__ offsets, u64 stride, u64 cols,
-                                           u64& lo, u64& hi) {
-    if (s >= segments) return;
+// Segment s's bounds (offsets, or rows of `cols` every `stride`), unchecked.
+__device__ __forceinline__ void raw_bounds(u64 s, const u64* __restrict__ offsets, u64 stride, u64 cols, u64& lo,
+                                           u64& hi) {
     if (offsets) {
         lo = offsets[s];
         hi = offsets[s + 1];
@@ -564,13 +562,7 @@ typedef cf_op_t::Out cf_out_t;
 // past its end): such a segment is not read and its output not written.
 __device__ __forceinline__ bool cf_bounds(cf::u64 s, cf::u64 n, const cf::u64* __restrict__ offsets, cf::u64 stride,
                                           cf::u64 cols, cf::u64& lo, cf::u64& hi) {
-    if (offsets) {
-        lo = offsets[s];
-        hi = offsets[s + 1];
-    } else {
-        lo = s * stride;
-        hi = lo + cols;
-    }
+    cf::raw_bounds(s, offsets, stride, cols, lo, hi);
     return lo <= hi && hi <= n;
 }
 
@@ -601,14 +593,16 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
     // 0.273 -> 0.265, max 0.575 -> 0.541 / 0.286 -> 0.288, argmax 0.900 -> 0.864 / 0.484 ->
     // 0.487. The same prefetch right after the lanes' own segments was faster on the short
     // segments (max 0.521, argmax 0.750) but slowed the power-law ones (max 0.320, argmax
-    // 0.506); a step's own span at its start, or each lane's own segment, fell in between.
+    // 0.506), and placed there only for steps whose lanes hand nothing on, it gave neither
+    // (BENCHMARKS.md); a step's own span at its start, or each lane's own segment, fell in
+    // between.
     cf::u64 lo = 0, hi = 0;
-    cf::raw_bounds(first_base + lane, segments, offsets, stride, cols, lo, hi);
+    if (first_base + lane < segments) cf::raw_bounds(first_base + lane, offsets, stride, cols, lo, hi);
     cf::prefetch_step(x, n, first_base, segments, lo, hi);
     for (cf::u64 base = first_base; base < segments; base += step) {
         const cf::u64 s = base + lane;
         cf::u64 next_lo = 0, next_hi = 0;
-        cf::raw_bounds(base + step + lane, segments, offsets, stride, cols, next_lo, next_hi);
+        if (base + step + lane < segments) cf::raw_bounds(base + step + lane, offsets, stride, cols, next_lo, next_hi);
         const bool valid = s < segments && lo <= hi && hi <= n;
         const cf::u64 len = hi - lo;
         // Order-free operators fold a lane's segment in order (cf::Run: a key comparison a
