@@ -67,6 +67,11 @@ struct Args {
     /// Threads per block of the segmented reductions (`SegmentConfig::block`).
     #[arg(long, default_value_t = 256)]
     block: u32,
+    /// Keep freed memory in the device's default memory pool across the stream's waits
+    /// (`Gpu::keep_pool_memory(u64::MAX)`), as a caching allocator would: the waiting
+    /// forms (by key) allocate their outputs after a wait.
+    #[arg(long)]
+    keep_pool: bool,
     #[command(flatten)]
     out: common::Output,
 }
@@ -365,6 +370,7 @@ fn main() -> Res<()> {
         schedule,
         scan_block,
         block,
+        keep_pool,
         out: common::Output { json, .. },
     } = <Args as clap::Parser>::parse();
     use cufold::segment::Schedule;
@@ -385,10 +391,14 @@ fn main() -> Res<()> {
             return Ok(());
         }
     };
+    if keep_pool {
+        gpu.keep_pool_memory(u64::MAX)?;
+    }
     println!(
-        "# cufold {} on {}, segmented reductions, median of {reps} event-timed launches",
+        "# cufold {} on {}, segmented reductions, median of {reps} event-timed launches{}",
         env!("CARGO_PKG_VERSION"),
-        gpu.device_name()
+        gpu.device_name(),
+        if keep_pool { ", pool kept" } else { "" }
     );
     let mut rows = Vec::new();
     let mut ok = true;

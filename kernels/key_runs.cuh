@@ -2,94 +2,161 @@
 //
 // A run is a maximal stretch of consecutive equal keys; position i starts one (is a head)
 // when i == 0 or key[i] != key[i - 1], keys compared by their bits (CF_OP is the unsigned
-// word of a key's width). The runs' CSR offsets are written in three steps, on one stream:
+// word of a key's width). A warp takes a span of SPAN = 32 * CF_ITEMS consecutive keys at a
+// time; the runs' CSR offsets are written in three steps, on one stream:
 //
-//   cf_run_count    one count of heads per tile of TILE = CF_BLOCK * CF_ITEMS positions;
+//   cf_run_count    the number of heads in each span, and each lane's heads (a word a lane,
+//                   32 a span: one bit a key);
 //   (host)          the exclusive sum of the counts (cufold's own scan, over u64), one
-//                   more than the tiles, so that its last value is the number of runs;
-//   cf_run_scatter  each tile again: head number r (counted from the tile's start) of tile t
-//                   writes its position to offsets[start[t] + r]; the last tile writes n
-//                   after the last run's start and, if `runs` is not null, the number of
-//                   runs to *runs.
+//                   more than the spans, so that its last value is the number of runs;
+//   cf_run_scatter  each span with a head, from its heads' words: their positions, in order, to
+//                   offsets[start[s]..] and, if `keys_out` is not null, their keys to
+//                   keys_out[start[s]..], through a list in shared memory so that the warp
+//                   writes them whole; the last span writes n after the last run's start
+//                   and, if `runs` is not null, the number of runs to *runs. If
+//                   `lengths_out` is not null, the length of each run but a span's last,
+//                   whose end is the next head in the list.
+//   cf_run_last_lengths  the length of each span's last run, from the offsets.
 //
-// The offsets of runs r are offsets[r] .. offsets[r + 1]; `cf_run_gather` then writes each
-// run's key and length. Keys are read twice (the count and the scatter), the offsets once.
+// The offsets of run r are offsets[r] .. offsets[r + 1]. The keys are read once, by the
+// count; the scatter reads one bit a key and, for `keys_out`, each run's first key.
+//
+// A span is read in chunks of 32 16-byte vectors (V keys a lane, lane l holding keys
+// l * V .. l * V + V of its chunk; one key at a time where the keys are not 16-byte aligned
+// or the chunk passes n); a lane's heads are the bits of one word, bit c * V + p for key p
+// of its vector in chunk c.
 #pragma once
 
 #include "cufold/types.cuh"
 
 #ifdef CF_KEY_RUNS_KERNEL
 typedef CF_OP cf_word_t;
-constexpr cf::u64 CF_RUN_TILE = (cf::u64)CF_BLOCK * CF_ITEMS;
+constexpr int CF_V = 16 / (int)sizeof(cf_word_t);
+constexpr int CF_CHUNKS = CF_ITEMS / CF_V;
+constexpr int CF_SPAN = 32 * CF_ITEMS;
+static_assert(CF_ITEMS % CF_V == 0 && CF_ITEMS <= 32, "a lane's heads fit in one word");
+static_assert(CF_SPAN <= 65536 && CF_BLOCK % 32 == 0, "a head's place in its span fits 16 bits");
 
-__device__ __forceinline__ bool cf_is_head(const cf_word_t* __restrict__ k, cf::u64 i) {
-    return i == 0 || __ldg(k + i) != __ldg(k + i - 1);
+__device__ __forceinline__ cf_word_t cf_word_shfl(cf_word_t w, int src) {
+    if constexpr (sizeof(cf_word_t) == 8) return __shfl_sync(0xffffffffu, w, src);
+    else return (cf_word_t)__shfl_sync(0xffffffffu, (unsigned)w, src);
+}
+__device__ __forceinline__ cf_word_t cf_word_shfl_up(cf_word_t w) {
+    if constexpr (sizeof(cf_word_t) == 8) return __shfl_up_sync(0xffffffffu, w, 1);
+    else return (cf_word_t)__shfl_up_sync(0xffffffffu, (unsigned)w, 1);
+}
+
+// This lane's heads in the span of keys starting at `base` (see the layout above).
+__device__ __forceinline__ unsigned cf_span_heads(const cf_word_t* __restrict__ k, cf::u64 n, cf::u64 base,
+                                                  bool aligned) {
+    const unsigned lane = threadIdx.x & 31;
+    // The key before each chunk's lane 0: the one before the span, then lane 31's last.
+    cf_word_t last = lane == 0 && base > 0 && base <= n ? __ldg(k + base - 1) : (cf_word_t)0;
+    unsigned heads = 0;
+#pragma unroll
+    for (int c = 0; c < CF_CHUNKS; ++c) {
+        const cf::u64 at = base + (cf::u64)c * 32 * CF_V + (cf::u64)lane * CF_V;
+        cf_word_t v[CF_V];
+        if (aligned && at + CF_V <= n) {
+            union { uint4 q; cf_word_t w[CF_V]; } u;
+            u.q = __ldg(reinterpret_cast<const uint4*>(k + at));
+#pragma unroll
+            for (int p = 0; p < CF_V; ++p) v[p] = u.w[p];
+        } else {
+#pragma unroll
+            for (int p = 0; p < CF_V; ++p) v[p] = at + p < n ? __ldg(k + at + p) : (cf_word_t)0;
+        }
+        const cf_word_t up = cf_word_shfl_up(v[CF_V - 1]);
+        const cf_word_t before = lane == 0 ? last : up;
+        last = cf_word_shfl(v[CF_V - 1], 31);
+#pragma unroll
+        for (int p = 0; p < CF_V; ++p) {
+            const cf::u64 i = at + p;
+            if (i < n && (i == 0 || v[p] != (p == 0 ? before : v[p - 1]))) heads |= 1u << (c * CF_V + p);
+        }
+    }
+    return heads;
+}
+
+__device__ __forceinline__ bool cf_keys_aligned(const cf_word_t* k) {
+    return ((unsigned long long)k & 15) == 0;
 }
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
-cf_run_count(const cf_word_t* __restrict__ k, cf::u64 n, cf::u64 tiles, cf::u64* __restrict__ counts) {
-    __shared__ unsigned warp_counts[CF_BLOCK / 32];
-    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (cf::u64 t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const cf::u64 base = t * CF_RUN_TILE;
-        unsigned c = 0;
-#pragma unroll 4
-        for (int j = 0; j < CF_ITEMS; ++j) {
-            const cf::u64 i = base + (cf::u64)j * CF_BLOCK + threadIdx.x;
-            c += i < n && cf_is_head(k, i);
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) c += __shfl_down_sync(0xffffffffu, c, o);
-        if (lane == 0) warp_counts[warp] = c;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            cf::u64 total = 0;
-            for (int w = 0; w < CF_BLOCK / 32; ++w) total += warp_counts[w];
-            counts[t] = total;
-        }
-        __syncthreads();
+cf_run_count(const cf_word_t* __restrict__ k, cf::u64 n, cf::u64 spans, cf::u64* __restrict__ counts,
+             unsigned* __restrict__ heads_out) {
+    const unsigned lane = threadIdx.x & 31;
+    const bool aligned = cf_keys_aligned(k);
+    const cf::u64 warps = (cf::u64)gridDim.x * (CF_BLOCK / 32);
+    for (cf::u64 s = (cf::u64)blockIdx.x * (CF_BLOCK / 32) + (threadIdx.x >> 5); s < spans; s += warps) {
+        const unsigned heads = cf_span_heads(k, n, s * CF_SPAN, aligned);
+        heads_out[s * 32 + lane] = heads;
+        const unsigned c = __reduce_add_sync(0xffffffffu, (unsigned)__popc(heads));
+        if (lane == 0) counts[s] = c;
     }
 }
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
-cf_run_scatter(const cf_word_t* __restrict__ k, cf::u64 n, cf::u64 tiles, const cf::u64* __restrict__ starts,
-               const cf::u64* __restrict__ counts, cf::u64* __restrict__ offsets, cf::u64* __restrict__ runs) {
-    __shared__ unsigned warp_counts[CF_BLOCK / 32];
-    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (cf::u64 t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const cf::u64 base = t * CF_RUN_TILE;
-        cf::u64 rank = starts[t];
-        for (int j = 0; j < CF_ITEMS; ++j) {
-            const cf::u64 i = base + (cf::u64)j * CF_BLOCK + threadIdx.x;
-            const bool head = i < n && cf_is_head(k, i);
-            const unsigned ballot = __ballot_sync(0xffffffffu, head);
-            if (lane == 0) warp_counts[warp] = __popc(ballot);
-            __syncthreads();
-            unsigned before = 0, total = 0;
-            for (int w = 0; w < CF_BLOCK / 32; ++w) {
-                const unsigned c = warp_counts[w];
-                before += w < (int)warp ? c : 0;
-                total += c;
-            }
-            if (head) offsets[rank + before + __popc(ballot & ((1u << lane) - 1))] = i;
-            rank += total;
-            __syncthreads();
-        }
-        if (t == tiles - 1 && threadIdx.x == 0) {
-            const cf::u64 all = starts[t] + counts[t];
+cf_run_scatter(const cf_word_t* __restrict__ k, cf::u64 n, cf::u64 spans, const cf::u64* __restrict__ starts,
+               const cf::u64* __restrict__ counts, const unsigned* __restrict__ heads_in,
+               cf::u64* __restrict__ offsets, cf_word_t* __restrict__ keys_out, cf::u64* __restrict__ lengths_out,
+               cf::u64* __restrict__ runs) {
+    // Each warp's list of its span's heads, as places in the span.
+    __shared__ unsigned short places[CF_BLOCK / 32][CF_SPAN];
+    const unsigned lane = threadIdx.x & 31;
+    unsigned short* list = places[threadIdx.x >> 5];
+    const unsigned below = (1u << lane) - 1;
+    const cf::u64 warps = (cf::u64)gridDim.x * (CF_BLOCK / 32);
+    for (cf::u64 s = (cf::u64)blockIdx.x * (CF_BLOCK / 32) + (threadIdx.x >> 5); s < spans; s += warps) {
+        const cf::u64 count = counts[s], base = s * CF_SPAN;
+        if (s == spans - 1 && lane == 0) {
+            const cf::u64 all = starts[s] + count;
             offsets[all] = n;
             if (runs) *runs = all;
         }
+        // A span inside a long run has nothing to write.
+        if (count == 0) continue;
+        const unsigned heads = heads_in[s * 32 + lane];
+        unsigned listed = 0;
+#pragma unroll
+        for (int c = 0; c < CF_CHUNKS; ++c) {
+            const unsigned m = (heads >> (c * CF_V)) & ((1u << CF_V) - 1);
+            if (!__any_sync(0xffffffffu, m != 0)) continue;
+            // The chunk's heads in the lanes before this one, and in all its lanes.
+            unsigned before = 0, all = 0;
+#pragma unroll
+            for (int p = 0; p < CF_V; ++p) {
+                const unsigned b = __ballot_sync(0xffffffffu, (m >> p) & 1);
+                before += __popc(b & below);
+                all += __popc(b);
+            }
+            unsigned at = listed + before;
+            // A loop over the set bits (an unrolled one over every key of the vector made
+            // ptxas fail to allocate registers, C7600, for 4-byte keys; CUDA 13.0).
+            for (unsigned b = m; b != 0; b &= b - 1)
+                list[at++] = (unsigned short)(c * 32 * CF_V + lane * CF_V + __ffs(b) - 1);
+            listed += all;
+        }
+        __syncwarp();
+        // The list, written whole: consecutive lanes, consecutive runs.
+        const cf::u64 first = starts[s];
+        for (unsigned j = lane; j < listed; j += 32) {
+            const unsigned place = list[j];
+            offsets[first + j] = base + place;
+            if (keys_out) keys_out[first + j] = __ldg(k + base + place);
+            if (lengths_out && j + 1 < listed) lengths_out[first + j] = list[j + 1] - place;
+        }
+        __syncwarp();
     }
 }
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
-cf_run_gather(const cf_word_t* __restrict__ k, const cf::u64* __restrict__ offsets, cf::u64 runs,
-              cf_word_t* __restrict__ keys_out, cf::u64* __restrict__ lengths_out) {
-    for (cf::u64 r = (cf::u64)blockIdx.x * CF_BLOCK + threadIdx.x; r < runs; r += (cf::u64)gridDim.x * CF_BLOCK) {
-        const cf::u64 lo = offsets[r];
-        if (keys_out) keys_out[r] = k[lo];
-        if (lengths_out) lengths_out[r] = offsets[r + 1] - lo;
+cf_run_last_lengths(const cf::u64* __restrict__ offsets, cf::u64 spans, const cf::u64* __restrict__ starts,
+                    const cf::u64* __restrict__ counts, cf::u64* __restrict__ lengths_out) {
+    for (cf::u64 s = (cf::u64)blockIdx.x * CF_BLOCK + threadIdx.x; s < spans; s += (cf::u64)gridDim.x * CF_BLOCK) {
+        if (counts[s] == 0) continue;
+        const cf::u64 r = starts[s + 1] - 1;
+        lengths_out[r] = offsets[r + 1] - offsets[r];
     }
 }
 #endif

@@ -1,6 +1,6 @@
 //! GPU tests of reductions and scans by key: the runs the GPU finds are those of a plain CPU
 //! loop over the keys' bits, and each run's result has the bits of the CPU's whole-array
-//! reduction (or scan) of that run alone. Runs straddle the run kernels' 4096-key tiles,
+//! reduction (or scan) of that run alone. Runs straddle the run kernels' 1024-key spans,
 //! and keys repeat in runs that are not adjacent. They need a CUDA device, so they are
 //! ignored by a plain `cargo test`; run them with `--include-ignored`.
 
@@ -18,9 +18,12 @@ fn download<T: DeviceValue>(d: &CudaSlice<T>) -> Vec<T> {
     }
 }
 
-/// Run lengths: around the tiles (4096 keys), a run over several tiles, many short runs.
+/// Run lengths: around the spans (1024 keys) and blocks (8 spans), a run over many of them,
+/// many short runs.
 fn run_lengths(seed: u64) -> Vec<usize> {
-    let mut lengths = vec![1, 1, 4095, 1, 4096, 2, 70_001, 3, 8191, 1];
+    let mut lengths = vec![
+        1, 1, 4095, 1, 4096, 2, 70_001, 3, 8191, 1, 1023, 1024, 1, 1025,
+    ];
     let mut r = Rng(seed);
     lengths.extend((0..3000).map(|_| 1 + (r.next() % 40) as usize));
     lengths.push(1);
@@ -61,6 +64,20 @@ fn check_runs<K: Element>(keys: &[K], bits: impl Fn(&K) -> u64, what: &str) {
     assert_eq!(download(&n), [count as u64], "{what}: offsets_into count");
     let long = download(&long);
     assert_eq!(long[..want.len()], want[..], "{what}: offsets_into offsets");
+    // The same keys one key into a buffer: not 16-byte aligned (unless a key is 16 bytes).
+    let padded: Vec<K> = keys[..1].iter().chain(keys).copied().collect();
+    let pd = upload(g, &padded);
+    let (offsets, count) = runs.offsets(&pd.slice(1..)).unwrap();
+    assert_eq!(
+        count + 1,
+        want.len(),
+        "{what}: number of runs, keys at an offset"
+    );
+    assert_eq!(
+        download(&offsets),
+        want,
+        "{what}: offsets, keys at an offset"
+    );
 }
 
 #[test]
@@ -116,17 +133,24 @@ fn check_by_key<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
         assert!(same(&cpu.values[r], &alone), "{test}: CPU run {r}");
     }
     assert_eq!(cpu.lengths.len(), lengths.len());
-    let by = g
-        .segment_reducer::<T, O>(op)
-        .unwrap()
-        .reduce_by_key(&upload(g, &keys), &upload(g, &x))
-        .unwrap();
-    assert_eq!(download(&by.keys), cpu.keys, "{test}: keys");
-    assert_eq!(download(&by.lengths), cpu.lengths, "{test}: lengths");
-    let got = download(&by.values);
-    assert_eq!(got.len(), cpu.values.len());
-    for (r, (g, c)) in got.iter().zip(&cpu.values).enumerate() {
-        assert!(same(g, c), "{test}: run {r}: GPU {g:?}, CPU {c:?}");
+    let reducer = g.segment_reducer::<T, O>(op).unwrap();
+    // The keys as given, and one key into a buffer (not 16-byte aligned).
+    let padded: Vec<u32> = keys[..1].iter().chain(&keys).copied().collect();
+    let (kd, pd, xd) = (upload(g, &keys), upload(g, &padded), upload(g, &x));
+    for (by, at) in [
+        (reducer.reduce_by_key(&kd, &xd).unwrap(), "aligned"),
+        (
+            reducer.reduce_by_key(&pd.slice(1..), &xd).unwrap(),
+            "at an offset",
+        ),
+    ] {
+        assert_eq!(download(&by.keys), cpu.keys, "{test}: keys, {at}");
+        assert_eq!(download(&by.lengths), cpu.lengths, "{test}: lengths, {at}");
+        let got = download(&by.values);
+        assert_eq!(got.len(), cpu.values.len());
+        for (r, (g, c)) in got.iter().zip(&cpu.values).enumerate() {
+            assert!(same(g, c), "{test}: run {r}, {at}: GPU {g:?}, CPU {c:?}");
+        }
     }
     if O::SCANNABLE {
         let scanner = g.segment_scanner::<T, O>(op).unwrap();
@@ -266,4 +290,23 @@ fn few_long_runs_take_the_whole_array_primitive_with_the_same_bits() {
     assert!(g.props().sm_count > 4);
     one::<f32, _>(Sum, &keys, &off, s);
     one::<Affine<f32>, _>(Compose, &keys, &off, s);
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn the_pool_keeps_what_it_is_told_and_gives_back_the_old_setting() {
+    let g = gpu();
+    let before = g.keep_pool_memory(1 << 30).unwrap();
+    assert_eq!(g.keep_pool_memory(u64::MAX).unwrap(), 1 << 30);
+    // By key with the pool kept: the same runs as before.
+    let keys = keys_of(&[3, 1, 4, 1, 5], |r| r as u32);
+    let x = vec![1.0f32; keys.len()];
+    let by = g
+        .segment_reducer::<f32, _>(Sum)
+        .unwrap()
+        .reduce_by_key(&upload(g, &keys), &upload(g, &x))
+        .unwrap();
+    assert_eq!(download(&by.lengths), [3, 1, 4, 1, 5]);
+    assert_eq!(download(&by.values), [3.0, 1.0, 4.0, 1.0, 5.0]);
+    assert_eq!(g.keep_pool_memory(before).unwrap(), u64::MAX);
 }

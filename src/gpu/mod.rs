@@ -281,6 +281,54 @@ impl Gpu {
         &self.inner.name
     }
 
+    /// Keeps up to `bytes` of freed memory in the device's default memory pool across the
+    /// stream's waits, and returns the amount kept before. The pool (where `cuMemAllocAsync`,
+    /// and so cudarc's and cufold's allocations, take memory) gives freed memory back to the
+    /// device at every wait by default (0 bytes kept); an allocation after a wait then maps
+    /// its memory anew. The forms that allocate their outputs after a wait (by key: they
+    /// count the runs first) pay that on every call: 0.56 ms of 2.4 for `reduce_by_key` over
+    /// 2^24 short runs on an H100 (BENCHMARKS.md). `u64::MAX` keeps everything, as PyTorch's
+    /// and CuPy's caching allocators do.
+    ///
+    /// This is the device's setting for the whole process, not the handle's: every
+    /// allocation from that pool on the device sees it. cufold never sets it by itself.
+    ///
+    /// Errors: the driver's ([`ErrorKind::Driver`]).
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let before = gpu.keep_pool_memory(u64::MAX)?;
+    /// assert_eq!(gpu.keep_pool_memory(before)?, u64::MAX);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn keep_pool_memory(&self, bytes: u64) -> Result<u64> {
+        use cudarc::driver::sys;
+        use sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD as THRESHOLD;
+        let check = |r: sys::CUresult, what: &str| match r {
+            sys::CUresult::CUDA_SUCCESS => Ok(()),
+            e => Err(Error::driver(what, cudarc::driver::DriverError(e))),
+        };
+        let mut pool = std::ptr::null_mut();
+        let (mut before, mut after) = (0u64, bytes);
+        // SAFETY: the handle's device; the pool is the device's own, alive with its context;
+        // the release threshold is a u64 read or written through the pointer.
+        unsafe {
+            check(
+                sys::cuDeviceGetDefaultMemPool(&mut pool, self.stream().context().cu_device()),
+                "finding the device's memory pool",
+            )?;
+            check(
+                sys::cuMemPoolGetAttribute(pool, THRESHOLD, (&mut before as *mut u64).cast()),
+                "reading the memory pool's release threshold",
+            )?;
+            check(
+                sys::cuMemPoolSetAttribute(pool, THRESHOLD, (&mut after as *mut u64).cast()),
+                "setting the memory pool's release threshold",
+            )?;
+        }
+        Ok(before)
+    }
+
     /// The properties the launch planners use.
     ///
     /// ```no_run
@@ -380,6 +428,18 @@ impl Gpu {
     pub(crate) fn alloc<T: DeviceValue>(&self, len: usize) -> Result<CudaSlice<T>> {
         self.stream()
             .alloc_zeros::<T>(len)
+            .map_err(|e| Error::driver("allocating device memory", e))
+    }
+
+    /// `len` values of device memory on this GPU's stream, left as they are: no memset, for
+    /// buffers a kernel fills before anything reads them.
+    ///
+    /// # Safety
+    ///
+    /// Every value is written on the stream before any is read.
+    pub(crate) unsafe fn alloc_uninit<T: DeviceValue>(&self, len: usize) -> Result<CudaSlice<T>> {
+        // SAFETY: the caller writes every value before reading it.
+        unsafe { self.stream().alloc::<T>(len) }
             .map_err(|e| Error::driver("allocating device memory", e))
     }
 }

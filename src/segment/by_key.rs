@@ -17,9 +17,11 @@ use std::sync::OnceLock;
 
 /// Threads per block of the run kernels.
 const RUN_BLOCK: u32 = 256;
-/// Keys per thread per tile of the run kernels (a tile: `RUN_BLOCK * RUN_ITEMS` keys).
-const RUN_ITEMS: u32 = 16;
-const RUN_TILE: u64 = RUN_BLOCK as u64 * RUN_ITEMS as u64;
+/// Keys per lane of a warp's span (a span: `32 * RUN_ITEMS` keys, one count of heads each).
+const RUN_ITEMS: u32 = 32;
+const RUN_SPAN: u64 = 32 * RUN_ITEMS as u64;
+/// Spans per block of the run kernels (a warp each).
+const RUN_WARPS: u64 = RUN_BLOCK as u64 / 32;
 
 /// The unsigned CUDA type as wide as a key of `bytes` bytes.
 fn key_word(bytes: usize) -> Result<&'static str> {
@@ -38,8 +40,8 @@ fn key_word(bytes: usize) -> Result<&'static str> {
 }
 
 /// The CUDA source of the run kernels for keys of `key_bytes` bytes (1, 2, 4 or 8): the
-/// count of run heads per tile, the scatter of the runs' starts, and the gather of each
-/// run's key and length (kernels/key_runs.cuh).
+/// count of run heads per span of 1024 keys (and a bit a key for the heads), the scatter of
+/// the runs' starts, keys and lengths (kernels/key_runs.cuh).
 ///
 /// ```
 /// let src = cufold::segment::runs_kernel_source(4)?;
@@ -78,12 +80,14 @@ fn word_op(key_bytes: usize) -> Result<CudaOp> {
     })
 }
 
-/// The run kernels for keys of one width, and the scan of the per-tile counts.
+/// The run kernels for keys of one width, and the scan of the per-span counts.
 struct RunKernels {
     gpu: Gpu,
-    count: CudaFunction,
-    scatter: CudaFunction,
-    gather: CudaFunction,
+    /// Each kernel and the number of its blocks the device holds at once: the grid of the
+    /// count and the scatter, whose warps take spans in turn.
+    count: (CudaFunction, u64),
+    scatter: (CudaFunction, u64),
+    last_lengths: CudaFunction,
     starts: Scanner<u64, Sum>,
 }
 
@@ -96,17 +100,26 @@ impl RunKernels {
                 runs_kernel_source(key_bytes).expect("the width was checked")
             })
         };
+        // All of a grid's blocks resident at once: a block left for a second round would
+        // take its spans alone after the others finish.
+        let resident = |name: &str| -> Result<(CudaFunction, u64)> {
+            let f = load(name)?;
+            let per_sm = f
+                .occupancy_max_active_blocks_per_multiprocessor(RUN_BLOCK, 0, None)
+                .map_err(|e| Error::driver("asking how many run-kernel blocks fit", e))?;
+            Ok((f, per_sm.max(1) as u64 * gpu.props().sm_count as u64))
+        };
         Ok(RunKernels {
             gpu: gpu.clone(),
-            count: load("cf_run_count")?,
-            scatter: load("cf_run_scatter")?,
-            gather: load("cf_run_gather")?,
+            count: resident("cf_run_count")?,
+            scatter: resident("cf_run_scatter")?,
+            last_lengths: load("cf_run_last_lengths")?,
             starts: gpu.scanner::<u64, Sum>(Sum)?,
         })
     }
 
-    fn config(&self, blocks: u64) -> LaunchConfig {
-        let most = self.gpu.inner.props.sm_count as u64 * 8;
+    /// `blocks` blocks of the run kernels' size, at most `most` (at least one).
+    fn config(blocks: u64, most: u64) -> LaunchConfig {
         LaunchConfig {
             grid_dim: (blocks.clamp(1, most) as u32, 1, 1),
             block_dim: (RUN_BLOCK, 1, 1),
@@ -114,63 +127,99 @@ impl RunKernels {
         }
     }
 
-    /// Enqueues the count of run heads per tile of the `n > 0` keys at `keys` and their
-    /// exclusive sum: `starts` has one value more than the tiles, the number of runs.
+    /// Enqueues the count of run heads per span of the `n > 0` keys at `keys`, each
+    /// span's heads, and the counts' exclusive sum.
     ///
     /// # Safety
     ///
     /// `keys` holds `n` keys of this width.
-    unsafe fn starts(&self, keys: u64, n: u64) -> Result<(CudaSlice<u64>, CudaSlice<u64>)> {
+    unsafe fn starts(&self, keys: u64, n: u64) -> Result<Counted> {
         let stream = self.gpu.stream();
-        let tiles = n.div_ceil(RUN_TILE);
-        // One more count than tiles, left 0, so that the scan's last value is the total.
-        let counts = self.gpu.alloc::<u64>(tiles as usize + 1)?;
-        let mut starts = self.gpu.alloc::<u64>(tiles as usize + 1)?;
+        let spans = n.div_ceil(RUN_SPAN);
+        // One more count than spans, left 0, so that the scan's last value is the total.
+        let counts = self.gpu.alloc::<u64>(spans as usize + 1)?;
+        // SAFETY: the scan writes every start, the count kernel every span's heads.
+        let (mut starts, heads) = unsafe {
+            (
+                self.gpu.alloc_uninit::<u64>(spans as usize + 1)?,
+                self.gpu.alloc_uninit::<u32>(spans as usize * 32)?,
+            )
+        };
         {
             let (counts_ptr, _g) = counts.device_ptr(stream);
-            let mut a = stream.launch_builder(&self.count);
-            a.arg(&keys).arg(&n).arg(&tiles).arg(&counts_ptr);
-            // SAFETY: (const word*, u64 n, u64 tiles, u64* counts): the caller's keys, one
-            // count per tile.
-            unsafe { a.launch(self.config(tiles)) }
+            let (heads_ptr, _g2) = heads.device_ptr(stream);
+            let mut a = stream.launch_builder(&self.count.0);
+            a.arg(&keys)
+                .arg(&n)
+                .arg(&spans)
+                .arg(&counts_ptr)
+                .arg(&heads_ptr);
+            // SAFETY: (const word*, u64 n, u64 spans, u64* counts, unsigned* heads): the
+            // caller's keys, one count and 32 words of heads per span.
+            unsafe { a.launch(Self::config(spans.div_ceil(RUN_WARPS), self.count.1)) }
                 .map_err(|e| Error::driver("launching the run-count kernel", e))?;
         }
         self.starts.exclusive(&counts, &mut starts)?;
-        Ok((counts, starts))
+        Ok(Counted {
+            counts,
+            starts,
+            heads,
+        })
     }
 
     /// Enqueues the scatter of the runs' starts of the `n > 0` keys at `keys` into
-    /// `offsets`, then `n`; and the number of runs into `runs` unless it is 0.
+    /// `offsets`, then `n`; unless they are 0, each run's first key into `keys_out` and
+    /// length into `lengths_out`, and the number of runs into `runs`.
     ///
     /// # Safety
     ///
     /// `keys` holds `n` keys of this width, `offsets` room for every run and one more,
-    /// `runs` is 0 or holds one u64; `counts` and `starts` are [`Self::starts`]'s for them.
+    /// `keys_out` and `lengths_out` are 0 or have room for every run, `runs` is 0 or holds
+    /// one u64; `counted` is [`Self::starts`]'s for them.
     unsafe fn scatter(
         &self,
         keys: u64,
         n: u64,
-        (counts, starts): &(CudaSlice<u64>, CudaSlice<u64>),
+        counted: &Counted,
         offsets: u64,
+        (keys_out, lengths_out): (u64, u64),
         runs: u64,
     ) -> Result<()> {
         let stream = self.gpu.stream();
-        let tiles = n.div_ceil(RUN_TILE);
-        let (counts_ptr, _g1) = counts.device_ptr(stream);
-        let (starts_ptr, _g2) = starts.device_ptr(stream);
-        let mut b = stream.launch_builder(&self.scatter);
+        let spans = n.div_ceil(RUN_SPAN);
+        let (counts_ptr, _g1) = counted.counts.device_ptr(stream);
+        let (starts_ptr, _g2) = counted.starts.device_ptr(stream);
+        let (heads_ptr, _g3) = counted.heads.device_ptr(stream);
+        let mut b = stream.launch_builder(&self.scatter.0);
         b.arg(&keys)
             .arg(&n)
-            .arg(&tiles)
+            .arg(&spans)
             .arg(&starts_ptr)
             .arg(&counts_ptr)
+            .arg(&heads_ptr)
             .arg(&offsets)
+            .arg(&keys_out)
+            .arg(&lengths_out)
             .arg(&runs);
-        // SAFETY: (const word*, u64, u64, const u64* starts, const u64* counts, u64* offsets,
-        // u64* runs): one offset per run and one more are written.
-        unsafe { b.launch(self.config(tiles)) }
+        // SAFETY: (const word*, u64, u64, const u64* starts, const u64* counts, const unsigned*
+        // heads, u64* offsets, word* keys_out, u64* lengths_out, u64* runs): one offset per
+        // run and one more, and one key and one length per run where asked, are written.
+        unsafe { b.launch(Self::config(spans.div_ceil(RUN_WARPS), self.scatter.1)) }
+            .map_err(|e| Error::driver("launching the run-scatter kernel", e))?;
+        if lengths_out == 0 {
+            return Ok(());
+        }
+        let mut c = stream.launch_builder(&self.last_lengths);
+        c.arg(&offsets)
+            .arg(&spans)
+            .arg(&starts_ptr)
+            .arg(&counts_ptr)
+            .arg(&lengths_out);
+        // SAFETY: (const u64* offsets, u64 spans, const u64* starts, const u64* counts, u64*
+        // lengths_out): the offsets just written; one length per span with a head.
+        unsafe { c.launch(Self::config(spans.div_ceil(RUN_BLOCK as u64), self.count.1)) }
             .map(|_| ())
-            .map_err(|e| Error::driver("launching the run-scatter kernel", e))
+            .map_err(|e| Error::driver("launching the run-length kernel", e))
     }
 
     /// Enqueues the offsets of the runs of the `n > 0` keys at `keys` into `offsets` (room
@@ -183,35 +232,26 @@ impl RunKernels {
         // SAFETY: the caller's.
         unsafe {
             let counted = self.starts(keys, n)?;
-            self.scatter(keys, n, &counted, offsets, runs)
+            self.scatter(keys, n, &counted, offsets, (0, 0), runs)
         }
     }
 
-    /// Enqueues each run's first key (if `keys_out` is not 0) and length (if `lengths_out`
-    /// is not 0).
+    /// The per-span counts and starts of the runs of the `n > 0` keys at `keys`
+    /// ([`Self::starts`]) and the number of runs, after one wait for the stream.
     ///
     /// # Safety
     ///
-    /// `offsets` holds `runs + 1` offsets into the keys at `keys`; the outputs `runs` each.
-    unsafe fn gather(
-        &self,
-        keys: u64,
-        offsets: u64,
-        runs: u64,
-        keys_out: u64,
-        lengths_out: u64,
-    ) -> Result<()> {
-        let stream = self.gpu.stream();
-        let mut a = stream.launch_builder(&self.gather);
-        a.arg(&keys)
-            .arg(&offsets)
-            .arg(&runs)
-            .arg(&keys_out)
-            .arg(&lengths_out);
-        // SAFETY: (const word*, const u64*, u64, word*, u64*): the caller's.
-        unsafe { a.launch(self.config(runs.div_ceil(RUN_BLOCK as u64))) }
-            .map(|_| ())
-            .map_err(|e| Error::driver("launching the run-gather kernel", e))
+    /// `keys` holds `n` keys of this width.
+    unsafe fn count(&self, keys: u64, n: u64) -> Result<(Counted, u64)> {
+        // SAFETY: the caller's keys.
+        let counted = unsafe { self.starts(keys, n)? };
+        let spans = n.div_ceil(RUN_SPAN) as usize;
+        let runs = self
+            .gpu
+            .stream()
+            .clone_dtoh(&counted.starts.slice(spans..))
+            .map_err(|e| Error::driver("reading the number of runs", e))?[0];
+        Ok((counted, runs))
     }
 
     /// The runs' offsets of the `n > 0` keys at `keys` (`runs + 1` of them) and their
@@ -222,21 +262,25 @@ impl RunKernels {
     ///
     /// `keys` holds `n` keys of this width.
     unsafe fn offsets_counted(&self, keys: u64, n: u64) -> Result<(CudaSlice<u64>, u64)> {
-        let stream = self.gpu.stream();
         // SAFETY: the caller's keys.
-        let counted = unsafe { self.starts(keys, n)? };
-        let tiles = n.div_ceil(RUN_TILE) as usize;
-        let runs = stream
-            .clone_dtoh(&counted.1.slice(tiles..))
-            .map_err(|e| Error::driver("reading the number of runs", e))?[0];
-        let mut offsets = self.gpu.alloc::<u64>(runs as usize + 1)?;
+        let (counted, runs) = unsafe { self.count(keys, n)? };
+        // SAFETY: the scatter writes every one of the runs + 1 offsets.
+        let mut offsets = unsafe { self.gpu.alloc_uninit::<u64>(runs as usize + 1)? };
         {
-            let (off_ptr, _g) = offsets.device_ptr_mut(stream);
+            let (off_ptr, _g) = offsets.device_ptr_mut(self.gpu.stream());
             // SAFETY: the caller's keys; runs + 1 offsets allocated for the runs counted.
-            unsafe { self.scatter(keys, n, &counted, off_ptr, 0)? };
+            unsafe { self.scatter(keys, n, &counted, off_ptr, (0, 0), 0)? };
         }
         Ok((offsets, runs))
     }
+}
+
+/// What the count of runs leaves for the scatter: per span of keys, the number of run heads
+/// (one more, 0, at the end), their exclusive sum, and the heads (32 words, a bit a key).
+struct Counted {
+    counts: CudaSlice<u64>,
+    starts: CudaSlice<u64>,
+    heads: CudaSlice<u32>,
 }
 
 /// One [`RunKernels`] per key width (1, 2, 4, 8 bytes), built on first use.
@@ -305,8 +349,8 @@ impl<K: Element> std::fmt::Debug for KeyRuns<K> {
 impl<K: Element> KeyRuns<K> {
     /// Enqueues the runs' offsets of `keys` into `offsets` (room for `keys.len() + 1`):
     /// `offsets[r]` is where run `r` starts, `offsets[runs]` is `keys.len()`; the number
-    /// of runs goes to `runs[0]`. Never waits for the stream. Scratch: two u64 per 4096
-    /// keys, allocated on the stream. (The waiting forms below need no `n + 1` buffer: they
+    /// of runs goes to `runs[0]`. Never waits for the stream. Scratch: a bit per key and
+    /// two u64 per 1024 keys, allocated on the stream. (The waiting forms below need no `n + 1` buffer: they
     /// count the runs first.)
     ///
     /// Errors: `offsets` shorter than `keys.len() + 1` or `runs` empty
@@ -466,19 +510,28 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let (keys_ptr, _g1) = keys.device_ptr(stream);
         let (x_ptr, _g2) = values.device_ptr(stream);
         // SAFETY: `keys` holds n keys of K's width.
-        let (offsets, runs) = unsafe { kernels.offsets_counted(keys_ptr, n)? };
-        let mut out = DeviceByKey {
-            keys: gpu.alloc::<K>(runs as usize)?,
-            values: gpu.alloc::<O::Out>(runs as usize)?,
-            lengths: gpu.alloc::<u64>(runs as usize)?,
+        let (counted, runs) = unsafe { kernels.count(keys_ptr, n)? };
+        // SAFETY: the scatter writes every offset, key and length, and the segmented
+        // reduction below every value.
+        let (mut offsets, mut out) = unsafe {
+            (
+                gpu.alloc_uninit::<u64>(runs as usize + 1)?,
+                DeviceByKey {
+                    keys: gpu.alloc_uninit::<K>(runs as usize)?,
+                    values: gpu.alloc_uninit::<O::Out>(runs as usize)?,
+                    lengths: gpu.alloc_uninit::<u64>(runs as usize)?,
+                },
+            )
         };
-        let (off_ptr, _g3) = offsets.device_ptr(stream);
         {
+            let (off_ptr, _g3) = offsets.device_ptr_mut(stream);
             let (k_out, _g4) = out.keys.device_ptr_mut(stream);
             let (l_out, _g5) = out.lengths.device_ptr_mut(stream);
-            // SAFETY: runs + 1 offsets into the n keys; runs keys and lengths allocated.
-            unsafe { kernels.gather(keys_ptr, off_ptr, runs, k_out, l_out)? };
+            // SAFETY: n keys; runs + 1 offsets, runs keys and runs lengths allocated for the
+            // runs counted.
+            unsafe { kernels.scatter(keys_ptr, n, &counted, off_ptr, (k_out, l_out), 0)? };
         }
+        let (off_ptr, _g3) = offsets.device_ptr(stream);
         let (v_out, _g6) = out.values.device_ptr_mut(stream);
         if let Some(spans) = few_long_runs(gpu, &offsets, runs, n)? {
             let (reducer, t) = (self.whole()?, std::mem::size_of::<T>() as u64);

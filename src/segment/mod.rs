@@ -39,7 +39,7 @@
 //! [`Cpu::scan_by_key_into`](crate::Cpu::scan_by_key_into)). A run is a maximal stretch of
 //! keys with equal bits: `-0.0` and `0.0` are different keys, a NaN key equals a NaN with
 //! the same bits. The runs' offsets are found first ([`KeyRuns`]: a count of run starts per
-//! tile, their exclusive sum, a scatter), then the segmented kernels take them as CSR
+//! span of 1024 keys, their exclusive sum, a scatter), then the segmented kernels take them as CSR
 //! offsets, so each run's result has the bits of the whole-array primitive applied to that
 //! run alone. The GPU forms learn the number of runs before they plan the launch: they wait
 //! for the stream once, after the runs are counted (as `torch.unique_consecutive` does),
