@@ -47,6 +47,21 @@ fn warp_shape(shape: ReduceShape, held: usize) -> ReduceShape {
     }
 }
 
+/// The loads a lane of the warp schedule takes per tile for segments of `mean` positions on
+/// average, `vec` a load: the fewest whose tile (32 lanes, `loads * vec` positions each)
+/// holds the mean, a power of two, at most `most` (the reduction's [`warp_shape`]). A tile
+/// of 1024 f32 over segments of 128 spent seven lanes' loads and trees of eight on positions
+/// past the segment (ncu, H100: 99 registers, 25% occupancy, 2.4 ms for 2^21 segments of
+/// 128 by offsets, 28% of a copy; BENCHMARKS.md). The tiles are aligned blocks of the
+/// canonical tree whatever their size: the bits do not change.
+fn warp_loads(mean: u64, vec: u32, most: u32) -> u32 {
+    let want = mean
+        .div_ceil(32 * vec.max(1) as u64)
+        .max(1)
+        .next_power_of_two();
+    want.min(most.max(1) as u64) as u32
+}
+
 /// The full CUDA source of the segmented reduction kernel for `op` (whose run-time
 /// parameters are `param_bytes` long), with `shape`'s block size, loads and order-free
 /// schedule (an in-order fold instead of the tree, for every group), and `group`
@@ -129,7 +144,8 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
     shape: ReduceShape,
     split_shape: ReduceShape,
     thread: OnceLock<CudaFunction>,
-    warp: OnceLock<CudaFunction>,
+    /// The warp schedule's kernels by the log2 of their loads ([`warp_loads`]).
+    warp: [OnceLock<CudaFunction>; 4],
     lanes: OnceLock<CudaFunction>,
     block: OnceLock<CudaFunction>,
     chunk_fn: OnceLock<CudaFunction>,
@@ -166,7 +182,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             shape,
             split_shape,
             thread: OnceLock::new(),
-            warp: OnceLock::new(),
+            warp: Default::default(),
             lanes: OnceLock::new(),
             block: OnceLock::new(),
             chunk_fn: OnceLock::new(),
@@ -454,7 +470,18 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     pub(super) unsafe fn launch(&self, plan: SegmentPlan, args: SegmentArgs) -> Result<()> {
         let f = match plan.schedule {
             Schedule::Thread => self.kernel(&self.thread, "cf_segment_reduce", 1)?,
-            Schedule::Warp => self.kernel(&self.warp, "cf_segment_reduce", 32)?,
+            Schedule::Warp => {
+                let full = self.shape_for(32);
+                let mean = if args.off_ptr == 0 {
+                    args.cols
+                } else {
+                    args.n / args.segments.max(1)
+                };
+                let loads = warp_loads(mean, full.vec, full.loads);
+                let shape = ReduceShape { loads, ..full };
+                let cell = &self.warp[loads.trailing_zeros() as usize];
+                self.kernel_with(cell, "cf_segment_reduce", shape, 32)?
+            }
             Schedule::Lanes => self.kernel(&self.lanes, "cf_segment_reduce", LANES)?,
             _ => self.kernel(&self.block, "cf_segment_reduce", self.config.get_block())?,
         };
@@ -663,6 +690,17 @@ impl Gpu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_warp_takes_the_fewest_loads_whose_tile_holds_the_mean_segment() {
+        assert_eq!(warp_loads(128, 4, 8), 1); // 128 f32: one 16-byte load a lane
+        assert_eq!(warp_loads(129, 4, 8), 2);
+        assert_eq!(warp_loads(300, 4, 8), 4);
+        assert_eq!(warp_loads(1024, 4, 8), 8); // rows of 1024 f32: the whole tile
+        assert_eq!(warp_loads(1 << 20, 4, 8), 8);
+        assert_eq!(warp_loads(0, 2, 4), 1);
+        assert_eq!(warp_loads(200, 1, 4), 4); // 24-byte inputs, one a load: at most 4
+    }
 
     #[test]
     fn a_warp_doubles_its_loads_while_it_holds_at_most_128_bytes() {
