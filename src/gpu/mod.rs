@@ -286,8 +286,8 @@ impl Gpu {
     /// and so cudarc's and cufold's allocations, take memory) gives freed memory back to the
     /// device at every wait by default (0 bytes kept); an allocation after a wait then maps
     /// its memory anew. The forms that allocate their outputs after a wait (by key: they
-    /// count the runs first) pay that on every call: 0.56 ms of 2.4 for `reduce_by_key` over
-    /// 2^24 short runs on an H100 (BENCHMARKS.md). `u64::MAX` keeps everything, as PyTorch's
+    /// count the runs first) pay that on every call: 0.5 to 0.7 ms of 2.0 to 2.2 for
+    /// `reduce_by_key` over 2^24 short runs on an H100 (BENCHMARKS.md). `u64::MAX` keeps everything, as PyTorch's
     /// and CuPy's caching allocators do.
     ///
     /// This is the device's setting for the whole process, not the handle's: every
