@@ -287,8 +287,8 @@ impl Gpu {
     /// device at every wait by default (0 bytes kept); an allocation after a wait then maps
     /// its memory anew. The forms that allocate their outputs after a wait (by key: they
     /// count the runs first) pay that on every call: 0.5 to 0.7 ms of 2.0 to 2.2 for
-    /// `reduce_by_key` over 2^24 short runs on an H100 (BENCHMARKS.md). `u64::MAX` keeps everything, as PyTorch's
-    /// and CuPy's caching allocators do.
+    /// `reduce_by_key` over 2^24 short runs on an H100 (BENCHMARKS.md). `u64::MAX` keeps
+    /// everything, as PyTorch's and CuPy's caching allocators do.
     ///
     /// This is the device's setting for the whole process, not the handle's: every
     /// allocation from that pool on the device sees it. cufold never sets it by itself.
@@ -302,29 +302,18 @@ impl Gpu {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn keep_pool_memory(&self, bytes: u64) -> Result<u64> {
-        use cudarc::driver::sys;
-        use sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD as THRESHOLD;
-        let check = |r: sys::CUresult, what: &str| match r {
-            sys::CUresult::CUDA_SUCCESS => Ok(()),
-            e => Err(Error::driver(what, cudarc::driver::DriverError(e))),
-        };
-        let mut pool = std::ptr::null_mut();
+        use cudarc::driver::result::{device, mem_pool};
+        use cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD as THRESHOLD;
         let (mut before, mut after) = (0u64, bytes);
-        // SAFETY: the handle's device; the pool is the device's own, alive with its context;
-        // the release threshold is a u64 read or written through the pointer.
+        // SAFETY: the handle's device, whose default pool lives as long as its context; the
+        // release threshold is a u64, read and written through the pointers.
         unsafe {
-            check(
-                sys::cuDeviceGetDefaultMemPool(&mut pool, self.stream().context().cu_device()),
-                "finding the device's memory pool",
-            )?;
-            check(
-                sys::cuMemPoolGetAttribute(pool, THRESHOLD, (&mut before as *mut u64).cast()),
-                "reading the memory pool's release threshold",
-            )?;
-            check(
-                sys::cuMemPoolSetAttribute(pool, THRESHOLD, (&mut after as *mut u64).cast()),
-                "setting the memory pool's release threshold",
-            )?;
+            let pool = device::get_default_mem_pool(self.stream().context().cu_device())
+                .map_err(|e| Error::driver("finding the device's memory pool", e))?;
+            mem_pool::get_attribute(pool, THRESHOLD, (&mut before as *mut u64).cast())
+                .map_err(|e| Error::driver("reading the memory pool's release threshold", e))?;
+            mem_pool::set_attribute(pool, THRESHOLD, (&mut after as *mut u64).cast())
+                .map_err(|e| Error::driver("setting the memory pool's release threshold", e))?;
         }
         Ok(before)
     }
