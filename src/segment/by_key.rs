@@ -264,14 +264,35 @@ impl RunKernels {
     unsafe fn offsets_counted(&self, keys: u64, n: u64) -> Result<(CudaSlice<u64>, u64)> {
         // SAFETY: the caller's keys.
         let (counted, runs) = unsafe { self.count(keys, n)? };
+        // SAFETY: the same keys, counted; no other outputs.
+        let offsets = unsafe { self.scattered(keys, n, &counted, runs, (0, 0))? };
+        Ok((offsets, runs))
+    }
+
+    /// The `runs + 1` offsets of the `n > 0` keys at `keys`, in a new buffer, scattered
+    /// with each run's key and length into `outs` ([`Self::scatter`]'s `keys_out` and
+    /// `lengths_out`, 0 for none).
+    ///
+    /// # Safety
+    ///
+    /// `keys` holds `n` keys of this width, `counted` and `runs` are [`Self::count`]'s for
+    /// them, and each non-zero output has room for `runs` values.
+    unsafe fn scattered(
+        &self,
+        keys: u64,
+        n: u64,
+        counted: &Counted,
+        runs: u64,
+        outs: (u64, u64),
+    ) -> Result<CudaSlice<u64>> {
         // SAFETY: the scatter writes every one of the runs + 1 offsets.
         let mut offsets = unsafe { self.gpu.alloc_uninit::<u64>(runs as usize + 1)? };
         {
             let (off_ptr, _g) = offsets.device_ptr_mut(self.gpu.stream());
-            // SAFETY: the caller's keys; runs + 1 offsets allocated for the runs counted.
-            unsafe { self.scatter(keys, n, &counted, off_ptr, (0, 0), 0)? };
+            // SAFETY: the caller's keys and outputs; runs + 1 offsets allocated.
+            unsafe { self.scatter(keys, n, counted, off_ptr, outs, 0)? };
         }
-        Ok((offsets, runs))
+        Ok(offsets)
     }
 }
 
@@ -350,8 +371,8 @@ impl<K: Element> KeyRuns<K> {
     /// Enqueues the runs' offsets of `keys` into `offsets` (room for `keys.len() + 1`):
     /// `offsets[r]` is where run `r` starts, `offsets[runs]` is `keys.len()`; the number
     /// of runs goes to `runs[0]`. Never waits for the stream. Scratch: a bit per key and
-    /// two u64 per 1024 keys, allocated on the stream. (The waiting forms below need no `n + 1` buffer: they
-    /// count the runs first.)
+    /// two u64 per 1024 keys, allocated on the stream. (The waiting forms below need no
+    /// `n + 1` buffer: they count the runs first.)
     ///
     /// Errors: `offsets` shorter than `keys.len() + 1` or `runs` empty
     /// ([`ErrorKind::LengthMismatch`]).
@@ -511,26 +532,21 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let (x_ptr, _g2) = values.device_ptr(stream);
         // SAFETY: `keys` holds n keys of K's width.
         let (counted, runs) = unsafe { kernels.count(keys_ptr, n)? };
-        // SAFETY: the scatter writes every offset, key and length, and the segmented
-        // reduction below every value.
-        let (mut offsets, mut out) = unsafe {
-            (
-                gpu.alloc_uninit::<u64>(runs as usize + 1)?,
-                DeviceByKey {
-                    keys: gpu.alloc_uninit::<K>(runs as usize)?,
-                    values: gpu.alloc_uninit::<O::Out>(runs as usize)?,
-                    lengths: gpu.alloc_uninit::<u64>(runs as usize)?,
-                },
-            )
+        // SAFETY: the scatter writes every key and length, and the segmented reduction
+        // below every value.
+        let mut out = unsafe {
+            DeviceByKey {
+                keys: gpu.alloc_uninit::<K>(runs as usize)?,
+                values: gpu.alloc_uninit::<O::Out>(runs as usize)?,
+                lengths: gpu.alloc_uninit::<u64>(runs as usize)?,
+            }
         };
-        {
-            let (off_ptr, _g3) = offsets.device_ptr_mut(stream);
+        let offsets = {
             let (k_out, _g4) = out.keys.device_ptr_mut(stream);
             let (l_out, _g5) = out.lengths.device_ptr_mut(stream);
-            // SAFETY: n keys; runs + 1 offsets, runs keys and runs lengths allocated for the
-            // runs counted.
-            unsafe { kernels.scatter(keys_ptr, n, &counted, off_ptr, (k_out, l_out), 0)? };
-        }
+            // SAFETY: n keys, counted; runs keys and runs lengths allocated.
+            unsafe { kernels.scattered(keys_ptr, n, &counted, runs, (k_out, l_out))? }
+        };
         let (off_ptr, _g3) = offsets.device_ptr(stream);
         let (v_out, _g6) = out.values.device_ptr_mut(stream);
         if let Some(spans) = few_long_runs(gpu, &offsets, runs, n)? {
