@@ -17,6 +17,9 @@
 //!                                    [--block 256] [--scan-block 256]
 //!                                    [--reps 20] [--json OUT.json]
 //! ```
+//!
+//! Besides the default shapes (and rows2k, rows4k): `long_offsets` and `few_offsets`, few
+//! long segments by offsets (16 of 2^24, 512 of 2^19), which only cufold runs.
 
 use cudarc::driver::CudaSlice;
 use cufold::ops::{ArgMax, Max, Operator, Sum};
@@ -29,7 +32,8 @@ use common::median_ms;
 
 /// The shapes run by default (the ones scripts/segment_peers.py also times).
 const DEFAULT_SHAPES: &str = "short,square,long,powerlaw,mid,wide,narrow";
-const ALL_SHAPES: &str = "short,square,long,powerlaw,mid,wide,narrow,rows2k,rows4k";
+const ALL_SHAPES: &str =
+    "short,square,long,powerlaw,mid,wide,narrow,rows2k,rows4k,long_offsets,few_offsets";
 const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key";
 
 /// GPU segmented reductions and scans across shapes, GB/s of compulsory traffic, each result
@@ -123,6 +127,10 @@ fn shape(name: &str) -> Shape {
         // Rows between a warp's and a block's (the planner's limit between them).
         "rows2k" => Shape::Rows(Rows::new(1 << 17, 1 << 11)),
         "rows4k" => Shape::Rows(Rows::new(1 << 16, 1 << 12)),
+        // Few long segments by offsets (cufold only: the planner's limit between a block per
+        // segment and the thread schedule's long pass): 16 of 2^24, 512 of 2^19.
+        "long_offsets" => Shape::Offsets(offsets(&mut (0..16).map(|_| 1 << 24))),
+        "few_offsets" => Shape::Offsets(offsets(&mut (0..512).map(|_| 1 << 19))),
         // Pareto(1.2) lengths from 1, capped at 2^22, until 2^26 elements.
         "powerlaw" => {
             let mut total = 0u64;

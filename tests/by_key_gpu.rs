@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use cudarc::driver::CudaSlice;
 use cufold::ops::*;
+use cufold::segment::Schedule;
 use cufold::{bf16, f16, Cpu, DeviceValue, Element, ErrorKind, ScanKind};
 
 fn download<T: DeviceValue>(d: &CudaSlice<T>) -> Vec<T> {
@@ -245,11 +246,12 @@ fn run_kernels_compile_for_hopper_for_every_key_width() {
 
 #[test]
 #[ignore = "needs a CUDA device"]
-fn few_long_runs_take_the_whole_array_primitive_with_the_same_bits() {
-    // Four runs of 2^20 on average, fewer than the multiprocessors: each run goes to the
-    // whole-array reducer or scanner; the bits are those of the CPU's run alone.
+fn few_long_runs_take_the_long_pass_with_the_same_bits() {
+    // Four runs of 2^20 on average, fewer than the multiprocessors: the planners give them
+    // the thread schedule, whose long pass cuts each into chunks across the device (the
+    // reduction's tree, the scan's tiles); the bits are those of the CPU's run alone.
     let g = gpu();
-    let s = seed("few_long_runs_take_the_whole_array_primitive_with_the_same_bits");
+    let s = seed("few_long_runs_take_the_long_pass_with_the_same_bits");
     let lengths = [1 << 20, (1 << 20) + 3, 5, 1 << 21];
     let keys = keys_of(&lengths, |r| r as u64);
     let off = csr_offsets(0, &lengths);
@@ -257,11 +259,12 @@ fn few_long_runs_take_the_whole_array_primitive_with_the_same_bits() {
         let g = gpu();
         let x: Vec<T> = data(keys.len(), s);
         let (kd, xd) = (upload(g, keys), upload(g, &x));
-        let by = g
-            .segment_reducer::<T, O>(op)
-            .unwrap()
-            .reduce_by_key(&kd, &xd)
-            .unwrap();
+        let (runs, n) = (off.len() as u64 - 1, x.len() as u64);
+        let reducer = g.segment_reducer::<T, O>(op).unwrap();
+        assert_eq!(reducer.plan(runs, n, false).schedule, Schedule::Thread);
+        let scanner = g.segment_scanner::<T, O>(op).unwrap();
+        assert_eq!(scanner.plan(runs, n, false).schedule, Schedule::Thread);
+        let by = reducer.reduce_by_key(&kd, &xd).unwrap();
         let got = download(&by.values);
         for (r, w) in off.windows(2).enumerate() {
             let want = Cpu::new()
@@ -270,8 +273,7 @@ fn few_long_runs_take_the_whole_array_primitive_with_the_same_bits() {
             assert!(same(&got[r], &want), "{} run {r}", O::NAME);
         }
         let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
-        g.segment_scanner::<T, O>(op)
-            .unwrap()
+        scanner
             .scan_by_key_into(&kd, &xd, &mut y, ScanKind::Inclusive)
             .unwrap();
         let y = download(&y);

@@ -496,7 +496,7 @@ pub struct ByKey<K, V> {
 impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     /// Reduces each run of equal consecutive `keys` over the matching `values`: one key,
     /// one result and one length per run, in new device buffers. Waits for the stream once
-    /// or twice (module [`segment`](crate::segment), "By key").
+    /// (module [`segment`](crate::segment), "By key").
     ///
     /// Errors: keys and values of different lengths
     /// ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)), before any launch.
@@ -549,29 +549,23 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         };
         let (off_ptr, _g3) = offsets.device_ptr(stream);
         let (v_out, _g6) = out.values.device_ptr_mut(stream);
-        if let Some(spans) = few_long_runs(gpu, &offsets, runs, n)? {
-            let (reducer, t) = (self.whole()?, std::mem::size_of::<T>() as u64);
-            for (r, (lo, len)) in spans.into_iter().enumerate() {
-                let o = r as u64 * std::mem::size_of::<O::Out>() as u64;
-                reducer.launch(x_ptr + lo * t, len, v_out + o)?;
-            }
-        } else {
-            let plan = self.plan(runs, n, false);
-            // SAFETY: runs + 1 monotone offsets within the n values; runs outputs.
-            unsafe {
-                self.launch(
-                    plan,
-                    SegmentArgs {
-                        x_ptr,
-                        n,
-                        segments: runs,
-                        off_ptr,
-                        stride: 0,
-                        cols: 0,
-                        out_ptr: v_out,
-                    },
-                )?;
-            }
+        // Few long runs take the thread schedule's long pass (plan_reduction): every run cut
+        // into chunks across the device, in one launch with the others.
+        let plan = self.plan(runs, n, false);
+        // SAFETY: runs + 1 monotone offsets within the n values; runs outputs.
+        unsafe {
+            self.launch(
+                plan,
+                SegmentArgs {
+                    x_ptr,
+                    n,
+                    segments: runs,
+                    off_ptr,
+                    stride: 0,
+                    cols: 0,
+                    out_ptr: v_out,
+                },
+            )?;
         }
         drop(_g6);
         Ok(out)
@@ -581,7 +575,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
 impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// Scans `values` into `y` (the same length), restarting at each run of equal
     /// consecutive `keys`: each run's outputs are those of the whole-array scan of that run
-    /// alone. Waits for the stream once or twice (module [`segment`](crate::segment), "By key").
+    /// alone. Waits for the stream once (module [`segment`](crate::segment), "By key").
     ///
     /// Errors, before any launch: keys, values and `y` of different lengths
     /// ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)).
@@ -618,17 +612,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         let (x_ptr, _g2) = values.device_ptr(stream);
         let (off_ptr, _g3) = offsets.device_ptr(stream);
         let (y_ptr, _g4) = y.device_ptr_mut(stream);
-        if let Some(spans) = few_long_runs(gpu, &offsets, runs, n)? {
-            let scanner = self.whole()?;
-            let (t, o) = (
-                std::mem::size_of::<T>() as u64,
-                std::mem::size_of::<O::Out>() as u64,
-            );
-            for (lo, len) in spans {
-                scanner.launch(x_ptr + lo * t, y_ptr + lo * o, len, kind, false, 0)?;
-            }
-            return Ok(());
-        }
+        // Few long runs take the thread schedule's long pass (plan_scan), each on the
+        // device-wide scan's tiles, in one launch with the others.
         let plan = self.plan(runs, n, false);
         // SAFETY: runs + 1 monotone offsets covering the n values; y is n long.
         unsafe {
@@ -647,26 +632,6 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             )
         }
     }
-}
-
-/// For fewer runs than the device has multiprocessors, `WHOLE_MIN_LEN` long on average
-/// (where rows would be split): each run's (start, length), read from the device (a second,
-/// short wait), for the whole-array primitive to take them one by one at full bandwidth.
-/// Otherwise `None`: the segmented kernels take them all in one launch.
-fn few_long_runs(
-    gpu: &Gpu,
-    offsets: &CudaSlice<u64>,
-    runs: u64,
-    n: u64,
-) -> Result<Option<Vec<(u64, u64)>>> {
-    if runs >= gpu.props().sm_count as u64 || n / runs.max(1) < super::WHOLE_MIN_LEN {
-        return Ok(None);
-    }
-    let host = gpu
-        .stream()
-        .clone_dtoh(offsets)
-        .map_err(|e| Error::driver("reading the run offsets", e))?;
-    Ok(Some(host.windows(2).map(|w| (w[0], w[1] - w[0])).collect()))
 }
 
 /// The bits of a key, for equality.

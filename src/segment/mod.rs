@@ -42,10 +42,10 @@
 //! span of 1024 keys, their exclusive sum, a scatter), then the segmented kernels take them as CSR
 //! offsets, so each run's result has the bits of the whole-array primitive applied to that
 //! run alone. The GPU forms learn the number of runs before they plan the launch: they wait
-//! for the stream once, after the runs are counted (as `torch.unique_consecutive` does),
-//! and once more, briefly, when the runs are fewer than the multiprocessors and at least
-//! [`WHOLE_MIN_LEN`] long on average, to read their offsets and give each run the
-//! whole-array primitive. [`KeyRuns::offsets_into`] alone enqueues and never waits.
+//! for the stream once, after the runs are counted (as `torch.unique_consecutive` does);
+//! runs fewer than the multiprocessors and [`WHOLE_MIN_LEN`] long on average take the
+//! thread schedule's long pass, as segments by offsets do ([`plan_reduction`],
+//! [`plan_scan`]). [`KeyRuns::offsets_into`] alone enqueues and never waits.
 //!
 //! ```
 //! use cufold::{ops, segment::Rows, Cpu};

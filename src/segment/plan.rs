@@ -73,8 +73,11 @@ pub const REDUCE_WARP_MAX_MEAN: [u64; 2] = [2048, 4096];
 /// [`plan`] for a reduction (segmented or by key) of an operator that is `order_free` or
 /// not, over elements of `elem_bytes` bytes: a block per segment from
 /// [`REDUCE_WARP_MAX_MEAN`] on instead of a warp, and a group of [`LANES`] lanes per row
-/// for rows of at most [`LANES_MAX_BYTES`] bytes. (The segmented scan keeps [`plan`]'s
-/// limits: its warp schedule is another kernel.)
+/// for rows of at most [`LANES_MAX_BYTES`] bytes, and the thread schedule for segments by
+/// offsets too few to fill the device and each long (as [`Schedule::Split`] for rows): a
+/// block per segment would leave most multiprocessors idle, where the thread schedule's
+/// long pass cuts every segment over 4096 elements into chunks, a block each. (The
+/// segmented scan keeps [`plan`]'s limits: its warp schedule is another kernel.)
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
@@ -86,6 +89,9 @@ pub const REDUCE_WARP_MAX_MEAN: [u64; 2] = [2048, 4096];
 /// // 2^21 rows of 128 f32: 8 lanes a row; the same lengths by offsets: a warp.
 /// assert_eq!(plan_reduction(1 << 21, 1 << 28, true, false, 4, 256, &h100).schedule, Schedule::Lanes);
 /// assert_eq!(plan_reduction(1 << 21, 1 << 28, false, false, 4, 256, &h100).schedule, Schedule::Warp);
+/// // 16 segments of 2^24 by offsets: the thread schedule's long pass; as rows: split.
+/// assert_eq!(plan_reduction(16, 1 << 28, false, false, 4, 256, &h100).schedule, Schedule::Thread);
+/// assert_eq!(plan_reduction(16, 1 << 28, true, false, 4, 256, &h100).schedule, Schedule::Split);
 /// ```
 pub fn plan_reduction(
     segments: u64,
@@ -105,6 +111,12 @@ pub fn plan_reduction(
         && mean.saturating_mul(elem_bytes) <= LANES_MAX_BYTES
     {
         with_schedule(Schedule::Lanes, segments, block, dev)
+    } else if p.schedule == Schedule::Block
+        && !rows
+        && mean >= WHOLE_MIN_LEN
+        && segments < dev.sm_count as u64
+    {
+        with_schedule(Schedule::Thread, segments, block, dev)
     } else {
         p
     }
@@ -148,6 +160,9 @@ pub const SCAN_THREAD_MAX_COLS: u64 = 32;
 ///   every multiprocessor four warps of 32 segments or more (the thread schedule hands
 ///   segments over 32 to the thread's warp, and its longest to a pass of their own), else a
 ///   block;
+/// - segments by offsets too few to fill the device (fewer than its multiprocessors), each
+///   [`WHOLE_MIN_LEN`] long on average, where the types have a device-wide scan: a thread,
+///   whose long pass scans each on the device-wide scan's tiles;
 /// - [`Schedule::Whole`] for [`Schedule::Split`] (rows), a block for `Whole` or `Split`
 ///   forced on segments by offsets, and a warp for [`Schedule::Lanes`] (the scan has no
 ///   groups of lanes).
@@ -167,6 +182,7 @@ pub const SCAN_THREAD_MAX_COLS: u64 = 32;
 /// assert_eq!(scan(1 << 23, 1 << 28, true), Schedule::Thread); // rows of 32
 /// assert_eq!(scan(1 << 17, 1 << 28, false), Schedule::Thread); // the same lengths by offsets
 /// assert_eq!(scan(1 << 12, 1 << 22, false), Schedule::Block); // 4096 segments of 1024
+/// assert_eq!(scan(16, 1 << 28, false), Schedule::Thread); // 16 of 2^24: the long pass
 /// ```
 pub fn plan_scan(
     segments: u64,
@@ -184,6 +200,12 @@ pub fn plan_scan(
         Some(Schedule::Lanes) => Schedule::Warp,
         Some(s) => s,
         None if rows && whole && mean >= SCAN_WHOLE_MIN_COLS => Schedule::Whole,
+        // Segments by offsets too few to fill the device and each long: the thread
+        // schedule's long pass scans each on the device-wide scan's tiles (as rows take
+        // `Whole`), where a block per segment would leave most multiprocessors idle.
+        None if !rows && whole && mean >= WHOLE_MIN_LEN && segments < dev.sm_count as u64 => {
+            Schedule::Thread
+        }
         None => match plan(segments, total, rows, block, dev).schedule {
             Schedule::Thread | Schedule::Warp | Schedule::Lanes
                 if rows && mean > SCAN_THREAD_MAX_COLS =>
