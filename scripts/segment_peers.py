@@ -14,6 +14,8 @@ Shapes (the same lengths as the bench, from the same splitmix64 stream):
   narrow    2^21 x 2^7 rows                                   as square
   rows2k    2^17 x 2^11 rows                                  as square
   rows4k    2^16 x 2^12 rows                                  as square
+  long_offsets  16 segments of 2^24 (offsets)                  as short
+  few_offsets   512 segments of 2^19 (offsets)                 as short
 GB/s uses the bench's byte count for the same op and shape (input, offsets, outputs as
 cufold writes them), so ratios of GB/s are ratios of time.
 """
@@ -52,6 +54,10 @@ def shape(name):
         return "rows", (1 << 17, 1 << 11)
     if name == "rows4k":
         return "rows", (1 << 16, 1 << 12)
+    if name == "long_offsets":  # few long segments by offsets (the planner's long pass)
+        return "offsets", np.full(16, 1 << 24, dtype=np.int64)
+    if name == "few_offsets":
+        return "offsets", np.full(512, 1 << 19, dtype=np.int64)
     if name == "powerlaw":
         draws = splitmix(0x5EED, 1 << 24)
         u = ((draws >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
