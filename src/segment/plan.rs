@@ -111,11 +111,7 @@ pub fn plan_reduction(
         && mean.saturating_mul(elem_bytes) <= LANES_MAX_BYTES
     {
         with_schedule(Schedule::Lanes, segments, block, dev)
-    } else if p.schedule == Schedule::Block
-        && !rows
-        && mean >= WHOLE_MIN_LEN
-        && segments < dev.sm_count as u64
-    {
+    } else if p.schedule == Schedule::Block && !rows && few_and_long(segments, mean, dev) {
         with_schedule(Schedule::Thread, segments, block, dev)
     } else {
         p
@@ -203,9 +199,7 @@ pub fn plan_scan(
         // Segments by offsets too few to fill the device and each long: the thread
         // schedule's long pass scans each on the device-wide scan's tiles (as rows take
         // `Whole`), where a block per segment would leave most multiprocessors idle.
-        None if !rows && whole && mean >= WHOLE_MIN_LEN && segments < dev.sm_count as u64 => {
-            Schedule::Thread
-        }
+        None if !rows && whole && few_and_long(segments, mean, dev) => Schedule::Thread,
         None => match plan(segments, total, rows, block, dev).schedule {
             Schedule::Thread | Schedule::Warp | Schedule::Lanes
                 if rows && mean > SCAN_THREAD_MAX_COLS =>
@@ -240,6 +234,13 @@ pub(crate) fn scan_warp_items(cols: u64, elem_bytes: usize, max_items: u32) -> u
 /// Length from which rows too few to fill the device are split into chunks
 /// ([`Schedule::Split`]).
 pub const WHOLE_MIN_LEN: u64 = 1 << 20;
+
+/// Whether `segments` segments of `mean` elements on average are too few to fill the device
+/// (fewer than its multiprocessors) and each long ([`WHOLE_MIN_LEN`]): rows are then split
+/// ([`Schedule::Split`]), segments by offsets go to the thread schedule's long pass.
+fn few_and_long(segments: u64, mean: u64, dev: &DeviceProps) -> bool {
+    mean >= WHOLE_MIN_LEN && segments < dev.sm_count as u64
+}
 
 /// Waves of resident blocks a grid of threads or warps per segment holds at most (their
 /// blocks take many segments each, in turn).
@@ -299,7 +300,7 @@ pub fn plan(segments: u64, total: u64, rows: bool, block: u32, dev: &DeviceProps
         Schedule::Thread
     } else if mean <= WARP_MAX_MEAN {
         Schedule::Warp
-    } else if rows && mean >= WHOLE_MIN_LEN && segments < dev.sm_count as u64 {
+    } else if rows && few_and_long(segments, mean, dev) {
         Schedule::Split
     } else {
         Schedule::Block
