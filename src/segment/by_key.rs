@@ -554,18 +554,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let plan = self.plan(runs, n, false);
         // SAFETY: runs + 1 monotone offsets within the n values; runs outputs.
         unsafe {
-            self.launch(
-                plan,
-                SegmentArgs {
-                    x_ptr,
-                    n,
-                    segments: runs,
-                    off_ptr,
-                    stride: 0,
-                    cols: 0,
-                    out_ptr: v_out,
-                },
-            )?;
+            self.launch(plan, SegmentArgs::offsets(x_ptr, n, runs, off_ptr, v_out))?;
         }
         drop(_g6);
         Ok(out)
@@ -619,15 +608,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         unsafe {
             self.launch(
                 plan,
-                SegmentArgs {
-                    x_ptr,
-                    n,
-                    segments: runs,
-                    off_ptr,
-                    stride: 0,
-                    cols: 0,
-                    out_ptr: y_ptr,
-                },
+                SegmentArgs::offsets(x_ptr, n, runs, off_ptr, y_ptr),
                 kind,
             )
         }

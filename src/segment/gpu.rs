@@ -298,15 +298,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         unsafe {
             self.launch(
                 plan,
-                SegmentArgs {
-                    x_ptr,
-                    n: x.len() as u64,
-                    segments: rows.rows as u64,
-                    off_ptr: 0,
-                    stride: rows.stride as u64,
-                    cols: rows.cols as u64,
-                    out_ptr,
-                },
+                SegmentArgs::rows(x_ptr, x.len() as u64, rows, out_ptr),
             )
         }
     }
@@ -350,15 +342,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         unsafe {
             self.launch(
                 plan,
-                SegmentArgs {
-                    x_ptr,
-                    n: x.len() as u64,
-                    segments,
-                    off_ptr,
-                    stride: 0,
-                    cols: 0,
-                    out_ptr,
-                },
+                SegmentArgs::offsets(x_ptr, x.len() as u64, segments, off_ptr, out_ptr),
             )
         }
     }
@@ -603,6 +587,35 @@ pub(super) struct SegmentArgs {
     pub(super) stride: u64,
     pub(super) cols: u64,
     pub(super) out_ptr: u64,
+}
+
+impl SegmentArgs {
+    /// `segments` segments of the `n` elements at `x_ptr`, by the `segments + 1` offsets at
+    /// `off_ptr`; outputs at `out_ptr`.
+    pub(super) fn offsets(x_ptr: u64, n: u64, segments: u64, off_ptr: u64, out_ptr: u64) -> Self {
+        SegmentArgs {
+            x_ptr,
+            n,
+            segments,
+            off_ptr,
+            stride: 0,
+            cols: 0,
+            out_ptr,
+        }
+    }
+
+    /// The rows of `rows` in the `n` elements at `x_ptr`; outputs at `out_ptr`.
+    pub(super) fn rows(x_ptr: u64, n: u64, rows: Rows, out_ptr: u64) -> Self {
+        SegmentArgs {
+            x_ptr,
+            n,
+            segments: rows.rows as u64,
+            off_ptr: 0,
+            stride: rows.stride as u64,
+            cols: rows.cols as u64,
+            out_ptr,
+        }
+    }
 }
 
 /// Launches a segment kernel (kernels/segment.cuh's reduction or segment_scan.cuh's scan,

@@ -344,15 +344,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         unsafe {
             self.launch(
                 plan,
-                SegmentArgs {
-                    x_ptr,
-                    n: x.len() as u64,
-                    segments: rows.rows as u64,
-                    off_ptr: 0,
-                    stride: rows.stride as u64,
-                    cols: rows.cols as u64,
-                    out_ptr: y_ptr,
-                },
+                SegmentArgs::rows(x_ptr, x.len() as u64, rows, y_ptr),
                 kind,
             )
         }
@@ -400,15 +392,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         unsafe {
             self.launch(
                 plan,
-                SegmentArgs {
-                    x_ptr,
-                    n: x.len() as u64,
-                    segments,
-                    off_ptr,
-                    stride: 0,
-                    cols: 0,
-                    out_ptr: y_ptr,
-                },
+                SegmentArgs::offsets(x_ptr, x.len() as u64, segments, off_ptr, y_ptr),
                 kind,
             )
         }
