@@ -29,6 +29,12 @@
 // -> 921 on an H100 with this limit (2^14 and chunks of 2^13: 934, 1013, 867).
 #define CF_LONG_MIN_LOG 12
 #define CF_LONG_CHUNK_MIN_LOG 12
+// The reduction's long pass takes blocks of CF_LONG_BLOCK threads for operators that are not
+// order-free (their chunks at least one such block's tile), the reducer's own for the
+// others. 16 segments of 2^24 f32 by offsets, H100, ms, two rounds: sum on blocks of 256
+// 0.415 / 0.424, of 512 0.386 / 0.389; max 0.365 / 0.367 against 0.371 / 0.372 (BENCHMARKS.md,
+// "Segments, sixteenth step"), as the split schedule's rows measured before.
+#define CF_LONG_BLOCK 512
 
 namespace cf {
 

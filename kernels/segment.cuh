@@ -539,17 +539,17 @@ __device__ __forceinline__ void prefetch_step(const T* x, u64 n, u64 base, u64 s
     if (line < b) asm volatile("prefetch.global.L1 [%0];" ::"l"(line < a ? a : line));
 }
 
-// log2 of a long segment's chunk: at least 2^CF_LONG_CHUNK_MIN_LOG positions, and at most
-// 2^CF_LONG_CHUNKS_LOG chunks (next_pow2(len) >> log; the joining block's one tile holds
-// BLOCK * 8, 256 or more). 16 segments of 2^24 f32 by offsets, chunks of 2^16 against 2^13
+// log2 of a long segment's chunk: at least 2^CF_LONG_CHUNK_MIN_LOG positions and one tile of
+// the long pass's blocks (2^TILE_LOG), and at most 2^CF_LONG_CHUNKS_LOG chunks
+// (next_pow2(len) >> log; the joining block's one tile holds BLOCK * 8, 256 or more). 16 segments of 2^24 f32 by offsets, chunks of 2^16 against 2^13
 // (2048 a segment, the most a block of 256 joins), H100, ms: sum 0.454 / 0.472, max 0.365
 // / 0.394, argmax 0.371 / 0.42-0.45 (chunks of 2^18: the same as 2^16); power-law lengths
 // unchanged (BENCHMARKS.md, "Segments, fifteenth step").
 #define CF_LONG_CHUNKS_LOG 8
-template <int BLOCK> __device__ __forceinline__ int long_chunk_log(u64 len) {
-    static_assert(BLOCK * 8 >= (1 << CF_LONG_CHUNKS_LOG), "the joining block's tile holds a segment's chunks");
+template <int TILE_LOG> __device__ __forceinline__ int long_chunk_log(u64 len) {
+    constexpr int LEAST = TILE_LOG > CF_LONG_CHUNK_MIN_LOG ? TILE_LOG : CF_LONG_CHUNK_MIN_LOG;
     const int l = 63 - __clzll((long long)next_pow2(len)) - CF_LONG_CHUNKS_LOG;
-    return l > CF_LONG_CHUNK_MIN_LOG ? l : CF_LONG_CHUNK_MIN_LOG;
+    return l > LEAST ? l : LEAST;
 }
 
 }  // namespace cf
@@ -562,6 +562,15 @@ typedef CF_OP cf_op_t;
 typedef cf_op_t::In cf_in_t;
 typedef cf_op_t::Acc cf_acc_t;
 typedef cf_op_t::Out cf_out_t;
+
+// log2 of the tile of the long pass's blocks (CF_LONG_BLOCK threads of CF_K loads of CF_VEC,
+// the thread schedule's loads) for operators that are not order-free, which a long segment's
+// chunk holds at least (cf::long_chunk_log); order-free ones take any chunk.
+#if CF_ORDER_FREE
+#define CF_LONG_TILE_LOG 0
+#else
+#define CF_LONG_TILE_LOG cf::ilog2(CF_LONG_BLOCK * CF_K * CF_VEC)
+#endif
 
 // Segment s's bounds; false for offsets that are not a segment of the input (decreasing, or
 // past its end): such a segment is not read and its output not written.
@@ -644,7 +653,7 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         }
         // With a long list, the longest go to the long pass (cf_segment_long_chunks).
         const bool listed = longer && long_hdr && len > (1ull << CF_LONG_MIN_LOG) &&
-                            cf::reduce_long_list(long_hdr, n).add(s, lo, len, cf::long_chunk_log<CF_BLOCK>(len));
+                            cf::reduce_long_list(long_hdr, n).add(s, lo, len, cf::long_chunk_log<CF_LONG_TILE_LOG>(len));
         for (unsigned mask = __ballot_sync(~0u, longer && !listed); mask; mask &= mask - 1) {
             const int j = __ffs(mask) - 1;
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j);
@@ -770,7 +779,7 @@ cf_segment_long_chunks(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64* long_h
         if (slot == ~0u) continue;  // the same for the whole block
         const cf::u64* e = l.entry(slot);
         const cf::u64 lo = e[1], len = e[2], first = e[3];
-        const int cl = cf::long_chunk_log<CF_BLOCK>(len);
+        const int cl = cf::long_chunk_log<CF_LONG_TILE_LOG>(len);
         const cf::u64 start = (i - first) << cl;
         const cf::u64 m = len - start < (1ull << cl) ? len - start : (1ull << cl);
         // The loader spans the whole segment, so that positions count from its start.
@@ -786,6 +795,7 @@ cf_segment_long_chunks(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64* long_h
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_segment_long_combine(cf::u64 n, cf::u64* long_hdr, cf_out_t* __restrict__ out,
                         const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    static_assert(CF_BLOCK * 8 >= (1 << CF_LONG_CHUNKS_LOG), "the joining block's tile holds a segment's chunks");
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     __shared__ cf_acc_t smem[2][CF_BLOCK / 32];
     const cf::LongList l = cf::reduce_long_list(long_hdr, n);
@@ -795,7 +805,7 @@ cf_segment_long_combine(cf::u64 n, cf::u64* long_hdr, cf_out_t* __restrict__ out
     for (cf::u64 slot = blockIdx.x; slot < count; slot += gridDim.x) {
         const cf::u64* e = l.entry(slot);
         const cf::u64 s = e[0], len = e[2], first = e[3];
-        const int cl = cf::long_chunk_log<CF_BLOCK>(len);
+        const int cl = cf::long_chunk_log<CF_LONG_TILE_LOG>(len);
         const cf::PartialLoader<cf_op_t> ld{partials + first, (len + (1ull << cl) - 1) >> cl};
         const cf_acc_t t = cf::tile_reduce<cf_op_t, CF_BLOCK, 8, 1>(op, ld, 0, cf::next_pow2(len) >> cl, smem[calls++ & 1]);
         if (threadIdx.x == 0) out[s] = op.finish(t, len);

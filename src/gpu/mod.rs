@@ -59,6 +59,24 @@ pub(crate) fn get_or_try<T>(
     Ok(cell.get_or_init(|| v))
 }
 
+/// Blocks of `f` (`block` threads, `dynamic` bytes of dynamic shared memory each) that the
+/// whole device holds at once, as its occupancy calculator says (registers and shared
+/// memory included, at least one a multiprocessor): the grid of a kernel whose blocks take
+/// work in turn, where a block left over for a second round would take its share alone
+/// after the others finish. `what` names the kernel in the error.
+pub(crate) fn resident_grid(
+    f: &cudarc::driver::CudaFunction,
+    block: u32,
+    dynamic: usize,
+    sm_count: u32,
+    what: &str,
+) -> Result<u64> {
+    let per_sm = f
+        .occupancy_max_active_blocks_per_multiprocessor(block, dynamic, None)
+        .map_err(|e| Error::driver(&format!("asking how many {what} blocks fit"), e))?;
+    Ok(per_sm.max(1) as u64 * sm_count as u64)
+}
+
 /// Checks a block size: a power of two from 32 to 1024, which every kernel assumes.
 pub(crate) fn check_block(block: u32) -> Result<()> {
     if !(32..=1024).contains(&block) || !block.is_power_of_two() {

@@ -6,7 +6,7 @@ use super::{SegmentReducer, SegmentScanner};
 use crate::cpu::Cpu;
 use crate::element::{DeviceValue, Element};
 use crate::error::{Error, ErrorKind, Result};
-use crate::gpu::{get_or_try, jit, Gpu};
+use crate::gpu::{get_or_try, jit, resident_grid, Gpu};
 use crate::ops::{CudaOp, Operator, Sum};
 use crate::scan::{ScanKind, Scanner};
 use cudarc::driver::{
@@ -104,10 +104,8 @@ impl RunKernels {
         // take its spans alone after the others finish.
         let resident = |name: &str| -> Result<(CudaFunction, u64)> {
             let f = load(name)?;
-            let per_sm = f
-                .occupancy_max_active_blocks_per_multiprocessor(RUN_BLOCK, 0, None)
-                .map_err(|e| Error::driver("asking how many run-kernel blocks fit", e))?;
-            Ok((f, per_sm.max(1) as u64 * gpu.props().sm_count as u64))
+            let grid = resident_grid(&f, RUN_BLOCK, 0, gpu.props().sm_count, "run-kernel")?;
+            Ok((f, grid))
         };
         Ok(RunKernels {
             gpu: gpu.clone(),

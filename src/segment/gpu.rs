@@ -10,7 +10,7 @@ use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, Result};
 use crate::gpu::jit::embedded::defines;
-use crate::gpu::{get_or_try, jit, Gpu};
+use crate::gpu::{get_or_try, jit, resident_grid, Gpu};
 use crate::ops::check::check_empty;
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use crate::reduce::{ReduceShape, Reducer};
@@ -150,7 +150,8 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
     block: OnceLock<CudaFunction>,
     chunk_fn: OnceLock<CudaFunction>,
     combine_fn: OnceLock<CudaFunction>,
-    long_chunks_fn: OnceLock<CudaFunction>,
+    /// The long pass's chunk kernel and the blocks of it the device holds at once.
+    long_chunks_fn: OnceLock<(CudaFunction, u64)>,
     long_combine_fn: OnceLock<CudaFunction>,
     whole: OnceLock<Reducer<T, O>>,
     pub(super) runs: RunCache,
@@ -439,13 +440,17 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         shape: ReduceShape,
         group: u32,
     ) -> Result<&'a CudaFunction> {
-        get_or_try(cell, || {
-            let cuda = self.op.cuda();
-            self.gpu
-                .kernel(name, &cuda, &(shape, group, self.param_bytes), || {
-                    kernel_source(&cuda, self.param_bytes, &shape, group)
-                })
-        })
+        get_or_try(cell, || self.compile(name, shape, group))
+    }
+
+    /// The kernel `name` of `shape` with `group` threads per segment, compiled (or loaded
+    /// from the caches).
+    fn compile(&self, name: &str, shape: ReduceShape, group: u32) -> Result<CudaFunction> {
+        let cuda = self.op.cuda();
+        self.gpu
+            .kernel(name, &cuda, &(shape, group, self.param_bytes), || {
+                kernel_source(&cuda, self.param_bytes, &shape, group)
+            })
     }
 
     /// # Safety
@@ -491,8 +496,33 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         // Ragged offsets on the thread schedule: segments too long for a warp (a long tail of
         // lengths) are listed for the long pass, chunks of them a block each, then a block
         // per listed segment joining its chunks.
-        let chunks_fn = self.kernel(&self.long_chunks_fn, "cf_segment_long_chunks", block)?;
-        let combine_fn = self.kernel(&self.long_combine_fn, "cf_segment_long_combine", block)?;
+        // Blocks of CF_LONG_BLOCK for operators that are not order-free (kernels/long_list.cuh;
+        // the thread schedule's loads, on which the chunks' least length depends), the
+        // reducer's own for the others.
+        let long_shape = match O::ORDER_FREE {
+            true => self.shape,
+            false => ReduceShape {
+                block: defines::CF_LONG_BLOCK,
+                ..self.shape
+            },
+        };
+        // Blocks take the chunks in turn, so the chunk kernel's grid is what the device holds
+        // at once: by thread count (8 blocks of 256 on an H100) a quarter of them waited for
+        // a second round at 40 registers a thread (6 a multiprocessor); 16 segments of 2^24
+        // f32 summed in 0.446 ms (ncu), 60% of the warps active, 0.415 ms with the grid
+        // from the occupancy calculator.
+        let (chunks_fn, wave) = get_or_try(&self.long_chunks_fn, || {
+            let f = self.compile("cf_segment_long_chunks", long_shape, long_shape.block)?;
+            let sm_count = self.gpu.props().sm_count;
+            let grid = resident_grid(&f, long_shape.block, 0, sm_count, "long-chunk")?;
+            Ok((f, grid))
+        })?;
+        let combine_fn = self.kernel_with(
+            &self.long_combine_fn,
+            "cf_segment_long_combine",
+            long_shape,
+            long_shape.block,
+        )?;
         let (entries, chunk_cap, bytes) = long_list_layout(
             args.n,
             defines::CF_LONG_MIN_LOG,
@@ -522,15 +552,14 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             };
             let cfg = |g: u64| LaunchConfig {
                 grid_dim: (g.max(1) as u32, 1, 1),
-                block_dim: (block, 1, 1),
+                block_dim: (long_shape.block, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let wave = dev.resident_blocks(block);
             let mut b = stream.launch_builder(chunks_fn);
             b.arg(&args.x_ptr).arg(&args.n).arg(&hdr).arg(&*self.params);
             // SAFETY: (const In*, u64 n, u64* long_hdr, OpBytes): the list the launch above
             // filled, chunks within the listed segments of x.
-            unsafe { b.launch(cfg(wave.min(chunk_cap))) }
+            unsafe { b.launch(cfg((*wave).min(chunk_cap))) }
                 .map_err(|e| Error::driver("launching the long segments' chunk kernel", e))?;
             let mut c = stream.launch_builder(combine_fn);
             c.arg(&args.n)
@@ -538,7 +567,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                 .arg(&args.out_ptr)
                 .arg(&*self.params);
             // SAFETY: (u64 n, u64* long_hdr, Out*, OpBytes): outputs of listed segments only.
-            unsafe { c.launch(cfg(wave.min(entries))) }
+            unsafe { c.launch(cfg(dev.resident_blocks(long_shape.block).min(entries))) }
                 .map(|_| ())
                 .map_err(|e| Error::driver("launching the long segments' combine kernel", e))
         })
