@@ -8,7 +8,8 @@ mod common;
 use common::*;
 use cudarc::driver::CudaSlice;
 use cufold::ops::*;
-use cufold::segment::Schedule;
+use cufold::scan::ScanConfig;
+use cufold::segment::{Schedule, SegmentConfig};
 use cufold::{bf16, f16, Cpu, DeviceValue, Element, ErrorKind, ScanKind};
 
 fn download<T: DeviceValue>(d: &CudaSlice<T>) -> Vec<T> {
@@ -249,7 +250,8 @@ fn run_kernels_compile_for_hopper_for_every_key_width() {
 fn few_long_runs_take_the_long_pass_with_the_same_bits() {
     // Four runs of 2^20 on average, fewer than the multiprocessors: the planners give them
     // the thread schedule, whose long pass cuts each into chunks across the device (the
-    // reduction's tree, the scan's tiles); the bits are those of the CPU's run alone.
+    // reduction's tree, the scan's tiles: the device-wide scan's own, or its large ones
+    // with `large_from` lowered to every input); the bits are those of the CPU's run alone.
     let g = gpu();
     let s = seed("few_long_runs_take_the_long_pass_with_the_same_bits");
     let lengths = [1 << 20, (1 << 20) + 3, 5, 1 << 21];
@@ -262,8 +264,6 @@ fn few_long_runs_take_the_long_pass_with_the_same_bits() {
         let (runs, n) = (off.len() as u64 - 1, x.len() as u64);
         let reducer = g.segment_reducer::<T, O>(op).unwrap();
         assert_eq!(reducer.plan(runs, n, false).schedule, Schedule::Thread);
-        let scanner = g.segment_scanner::<T, O>(op).unwrap();
-        assert_eq!(scanner.plan(runs, n, false).schedule, Schedule::Thread);
         let by = reducer.reduce_by_key(&kd, &xd).unwrap();
         let got = download(&by.values);
         for (r, w) in off.windows(2).enumerate() {
@@ -272,25 +272,33 @@ fn few_long_runs_take_the_long_pass_with_the_same_bits() {
                 .unwrap();
             assert!(same(&got[r], &want), "{} run {r}", O::NAME);
         }
-        let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
-        scanner
-            .scan_by_key_into(&kd, &xd, &mut y, ScanKind::Inclusive)
-            .unwrap();
-        let y = download(&y);
-        for w in off.windows(2) {
-            let (lo, hi) = (w[0] as usize, w[1] as usize);
-            let want = Cpu::new()
-                .scan(&x[lo..hi], op, ScanKind::Inclusive)
+        for large_from in [ScanConfig::default().get_large_from(), 0] {
+            let config =
+                SegmentConfig::default().scan(ScanConfig::default().large_from(large_from));
+            let scanner = g.segment_scanner_with::<T, O>(op, config).unwrap();
+            assert_eq!(scanner.plan(runs, n, false).schedule, Schedule::Thread);
+            let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
+            scanner
+                .scan_by_key_into(&kd, &xd, &mut y, ScanKind::Inclusive)
                 .unwrap();
-            assert!(
-                same(&y[lo..hi].to_vec(), &want),
-                "{} scan run at {lo}",
-                O::NAME
-            );
+            let y = download(&y);
+            for w in off.windows(2) {
+                let (lo, hi) = (w[0] as usize, w[1] as usize);
+                let want = Cpu::new()
+                    .scan(&x[lo..hi], op, ScanKind::Inclusive)
+                    .unwrap();
+                assert!(
+                    same(&y[lo..hi].to_vec(), &want),
+                    "{} scan run at {lo}, large tiles from {large_from} bytes",
+                    O::NAME
+                );
+            }
         }
     }
     assert!(g.props().sm_count > 4);
     one::<f32, _>(Sum, &keys, &off, s);
+    one::<f64, _>(Sum, &keys, &off, s);
+    one::<f16, _>(Sum, &keys, &off, s);
     one::<Affine<f32>, _>(Compose, &keys, &off, s);
 }
 

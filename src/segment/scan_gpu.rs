@@ -12,7 +12,7 @@ use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gpu::jit::embedded::defines;
-use crate::gpu::{check_block, get_or_try, jit, Gpu};
+use crate::gpu::{check_block, get_or_try, jit, resident_grid, Gpu};
 use crate::ops::check::{check_scan_lengths, check_scannable};
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use crate::scan::{ScanAlgorithm, ScanConfig, ScanKind, ScanShape, Scanner, TypeSizes};
@@ -154,13 +154,16 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     /// inputs on [`Schedule::Whole`] (kernel in `large_fn`).
     large: Option<ScanShape>,
     large_fn: OnceLock<CudaFunction>,
-    thread_fn: OnceLock<CudaFunction>,
+    /// The thread schedule's kernel, listing long segments for the long pass on the
+    /// device-wide scan's own tiles (0) or on its large tiles (1: [`SegmentScanner::long_pass`]).
+    thread_fns: [OnceLock<CudaFunction>; 2],
     /// The warp schedule's kernels, by log2 of their positions a lane a tile
     /// ([`scan_warp_items`]: at most the scanner's own, a power of two).
     warp_fns: [OnceLock<CudaFunction>; WARP_ITEMS_LOGS],
     block_fn: OnceLock<CudaFunction>,
-    /// The long pass's kernel and the blocks of it the device holds at once.
-    long_fn: OnceLock<(CudaFunction, u32)>,
+    /// The long pass's kernels on the two tiles of `thread_fns`, and the blocks of each the
+    /// device holds at once.
+    long_fns: [OnceLock<(CudaFunction, u64)>; 2],
     rows_fns: [OnceLock<CudaFunction>; ROWS_SHAPES],
     whole: OnceLock<Scanner<T, O>>,
     pub(super) runs: RunCache,
@@ -236,10 +239,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             tile_shapes,
             large,
             large_fn: OnceLock::new(),
-            thread_fn: OnceLock::new(),
+            thread_fns: Default::default(),
             warp_fns: Default::default(),
             block_fn: OnceLock::new(),
-            long_fn: OnceLock::new(),
+            long_fns: Default::default(),
             rows_fns: Default::default(),
             whole: OnceLock::new(),
             runs: RunCache::default(),
@@ -474,10 +477,31 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         })
     }
 
-    /// The device-wide scan's own shape, whose tiles take the long segments (`long_fn`);
+    /// The device-wide scan's own shape, whose tiles take the long segments (`long_fns`);
     /// `None` for accumulators too large for it.
     fn long_shape(&self) -> Option<ScanShape> {
         self.tile_shapes.first().copied()
+    }
+
+    /// The tiles of the long pass for `segments` segments by offsets over `n` elements, and
+    /// the index of its kernels in `thread_fns` and `long_fns`: the large tiles
+    /// ([`ScanShape::large`]) where the mean segment fills one and the input reaches the
+    /// device-wide scan's [`ScanConfig::large_from`], as for rows ([`Self::rows_shape`]);
+    /// else the device-wide scan's own ([`Self::long_shape`]). 16 segments of 2^24 f32 by
+    /// offsets took 0.944 ms in the long pass on the own tiles (256 x 16), 0.802 as rows on
+    /// the large ones (H100, ncu; BENCHMARKS.md, "Segments, sixteenth step").
+    fn long_pass(&self, segments: u64, n: u64) -> Option<(usize, ScanShape)> {
+        let own = self.long_shape()?;
+        let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
+        match &self.large {
+            Some(l)
+                if n / segments.max(1) >= l.tile()
+                    && bytes >= self.config.get_scan().get_large_from() =>
+            {
+                Some((1, *l))
+            }
+            _ => Some((0, own)),
+        }
     }
 
     /// Which tiles scan `rows` on [`Schedule::Whole`]: the large tiles
@@ -514,8 +538,21 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         args: SegmentArgs,
         kind: ScanKind,
     ) -> Result<()> {
+        // Ragged offsets on the thread schedule: segments over half a tile of the device-wide
+        // scan (a long tail of lengths, or few long ones) are listed, then scanned by that
+        // scan's tiles and look-back, each on its own (kernels/scan.cuh, cf_scan_long).
+        let long = match self.long_pass(args.segments, args.n) {
+            Some(l)
+                if plan.schedule == Schedule::Thread
+                    && args.off_ptr != 0
+                    && args.n >= LONG_PASS_MIN_N =>
+            {
+                Some(l)
+            }
+            _ => None,
+        };
         let (cell, group, items) = match plan.schedule {
-            Schedule::Thread => (&self.thread_fn, 1, self.items),
+            Schedule::Thread => (&self.thread_fns[long.map_or(0, |l| l.0)], 1, self.items),
             Schedule::Warp => {
                 // Segments by offsets (a forced warp) are as long as the mean.
                 let cols = match args.off_ptr {
@@ -527,8 +564,12 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             }
             _ => (&self.block_fn, self.block, self.items),
         };
-        // Without a long shape the thread kernel gets no list, and this number is unused.
-        let long_tile = self.long_shape().map_or(1 << 13, |s| s.tile());
+        // The tile the thread kernel lists long segments for: each cell's kernel is compiled
+        // for one (without a long shape the kernel gets no list, and the number is unused).
+        let long_tile = long
+            .map(|(_, s)| s)
+            .or_else(|| self.long_shape())
+            .map_or(1 << 13, |s| s.tile());
         let f = get_or_try(cell, || {
             let cuda = self.op.cuda();
             self.gpu.kernel(
@@ -557,20 +598,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 )
             }
         };
-        let long_shape = match self.long_shape() {
-            Some(s)
-                if plan.schedule == Schedule::Thread
-                    && args.off_ptr != 0
-                    && args.n >= LONG_PASS_MIN_N =>
-            {
-                s
-            }
-            _ => return segments(0),
+        let Some((which, long_shape)) = long else {
+            return segments(0);
         };
-        // Ragged offsets on the thread schedule: segments over half a tile of the device-wide
-        // scan (a long tail of lengths) are listed, then scanned by that scan's tiles and
-        // look-back, each on its own (kernels/scan.cuh, cf_scan_long).
-        let (long_fn, resident) = get_or_try(&self.long_fn, || {
+        let (long_fn, resident) = get_or_try(&self.long_fns[which], || {
             let f = crate::scan::long_kernel(
                 &self.gpu,
                 "cf_scan_long",
@@ -579,19 +610,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 TypeSizes::of::<T, O>(),
                 &long_shape,
             )?;
-            let per_sm = f
-                .occupancy_max_active_blocks_per_multiprocessor(
-                    long_shape.block,
-                    long_shape.dynamic_bytes(TypeSizes::of::<T, O>()),
-                    None,
-                )
-                .map_err(|e| {
-                    Error::driver(
-                        "asking how many long-pass scan blocks a multiprocessor holds",
-                        e,
-                    )
-                })?;
-            Ok((f, per_sm.max(1).saturating_mul(self.gpu.props().sm_count)))
+            let dynamic = long_shape.dynamic_bytes(TypeSizes::of::<T, O>());
+            let sm_count = self.gpu.props().sm_count;
+            let grid = resident_grid(&f, long_shape.block, dynamic, sm_count, "long-pass scan")?;
+            Ok((f, grid))
         })?;
         let tile_log = long_tile.ilog2();
         let min_log = (tile_log - 1).max(defines::CF_SCAN_LONG_MIN_LOG);
@@ -599,7 +621,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         // Blocks take tiles in turn until the reserved ones run out (kernels/scan.cuh,
         // cf_scan_long), so the grid is what the device holds at once, or the list's
         // capacity if smaller.
-        let grid = tiles.min(u64::from(*resident)) as u32;
+        let grid = tiles.min(*resident) as u32;
         let slot_bytes = crate::scan::look_back_bytes(tiles, std::mem::size_of::<O::Acc>());
         let stream = &self.gpu.inner.stream;
         let mut arena = self.gpu.inner.scratch.lock().unwrap();
