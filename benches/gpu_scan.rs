@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench --bench gpu_scan -- [--ops cumsum,affine] [--dtypes f32,f64,i32] [--log2 20,24,28]
 //!                                 [--algos warp,blelloch,hillis] [--blocks 256] [--bytes 128]
-//!                                 [--staging 1,0] [--resident 1,8,0] [--large-from B] [--prefetch B]
+//!                                 [--staging 1,0] [--resident 1,8,0] [--large-from B] [--prefetch B] [--offset K]
 //!                                 [--reps 50] [--json OUT.json]
 //! ```
 //!
@@ -102,6 +102,10 @@ struct Args {
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set,
           default_values_t = [ScanConfig::default().get_prefetch_bytes()])]
     prefetch: Vec<u64>,
+    /// Scan views that start this many elements into their buffers (input and output), so
+    /// that a nonzero offset not a multiple of 16 bytes measures unaligned views.
+    #[arg(long, default_value_t = 0)]
+    offset: usize,
     /// Event-timed launches per measurement (the median is reported).
     #[arg(long, default_value_t = 50)]
     reps: usize,
@@ -130,18 +134,21 @@ fn bytes<T: DeviceValue>(v: &T) -> &[u8] {
 
 /// Checks the GPU's inclusive scan against the CPU backend (every bit of every output),
 /// then times it. Returns (median ms, whether the bits agreed).
+/// The views start `offset` elements into `x` and the output buffer.
 fn time<T: Data, O: Operator<T>>(
     gpu: &Gpu,
     config: ScanConfig,
-    x: &CudaSlice<T>,
+    (x, offset): (&CudaSlice<T>, usize),
     want: &[O::Out],
     op: O,
     reps: usize,
 ) -> Res<(f64, bool)> {
     let s = gpu.scanner_with::<T, O>(op, config)?;
     let stream = gpu.stream();
-    let mut out = stream.alloc_zeros::<O::Out>(x.len())?;
-    s.inclusive(x, &mut out)?;
+    let mut buf = stream.alloc_zeros::<O::Out>(x.len())?;
+    let x = x.slice(offset..);
+    let mut out = buf.slice_mut(offset..);
+    s.inclusive(&x, &mut out)?;
     let got = stream.clone_dtoh(&out)?;
     let bad = got.iter().zip(want).position(|(a, b)| bytes(a) != bytes(b));
     if let Some(i) = bad {
@@ -154,7 +161,7 @@ fn time<T: Data, O: Operator<T>>(
             want[i]
         );
     }
-    let ms = median_ms(stream, reps, || s.inclusive(x, &mut out))?;
+    let ms = median_ms(stream, reps, || s.inclusive(&x, &mut out))?;
     Ok((ms, bad.is_none()))
 }
 
@@ -171,7 +178,9 @@ fn run<T: Data, O: Operator<T>>(
         let n = 1usize << lg;
         let host = generate::<T>(n, 0x5eed ^ lg as u64);
         let want = Cpu::new().scan(&host, op, ScanKind::Inclusive)?;
-        let x = base.stream().clone_htod(&host)?;
+        let mut padded = host[..a.offset.min(n)].to_vec();
+        padded.extend_from_slice(&host);
+        let x = base.stream().clone_htod(&padded)?;
         for algo in a.algos.iter().map(|a| a.get()) {
             for &block in &a.blocks {
                 for (&bytes, staging, resident) in a.bytes.iter().flat_map(|b| {
@@ -196,7 +205,7 @@ fn run<T: Data, O: Operator<T>>(
                         .flat_map(|l| a.prefetch.iter().map(move |p| (l, p)))
                     {
                         let config = config.large_from(large_from).prefetch_bytes(prefetch);
-                        let (ms, ok) = time(base, config, &x, &want, op, a.reps)?;
+                        let (ms, ok) = time(base, config, (&x, a.offset), &want, op, a.reps)?;
                         all_ok &= ok;
                         let shape = base
                             .scanner_with::<T, O>(op, config)?

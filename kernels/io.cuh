@@ -102,15 +102,52 @@ template <int J> __device__ __forceinline__ bool warp_span_whole(u64 n, u64 pos,
     return aligned && pos - (u64)(threadIdx.x & 31) * J + 32 * J <= n;
 }
 
-// Starts copying the warp's 32 runs into `stage` (asynchronously, 16-byte coalesced copies)
-// when the warp's span is whole and aligned; returns whether it did. Every lane of the warp
-// gets the same answer.
+// The warp's 32 runs of J values, whole but not 16-byte aligned (segments and views at any
+// offset), moved between global memory at `span` (the first run's start) and a buffer
+// value by value: value i of the span by lane i % 32, so that each access of the warp is
+// one coalesced stretch of 32 values; `at(run, j)` is where value j of run `run` sits in the
+// buffer. Each lane's own run, value by value (what the runs took before), touches a line
+// a lane an access: the long pass of ragged segments' scan ran at 13% of the device's
+// memory bandwidth, its segments starting anywhere (H100, ncu; BENCHMARKS.md, "Segments,
+// sixteenth step").
+// Loads go C at a time (C values a lane in registers, not J).
+template <int J, class T, class At> __device__ __forceinline__ void gather_span(const T* span, At at) {
+    constexpr int C = J < 16 ? J : 16;
+    static_assert(J % C == 0, "a run is whole rounds of loads");
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < J; r += C) {
+        T v[C];
+#pragma unroll
+        for (int i = 0; i < C; ++i) v[i] = span[(r + i) * 32 + lane];
+#pragma unroll
+        for (int i = 0; i < C; ++i) *at(((r + i) * 32 + lane) / J, ((r + i) * 32 + lane) % J) = v[i];
+    }
+}
+template <int J, class T, class At> __device__ __forceinline__ void scatter_span(T* span, At at) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < J; ++i) span[i * 32 + lane] = *at((i * 32 + lane) / J, (i * 32 + lane) % J);
+}
+
+// Value j of run `run` in stage_runs' buffer (R vectors a run, padded by one).
+template <int R, class T> __device__ __forceinline__ T* staged_at(uint4* stage, int run, int j) {
+    return reinterpret_cast<T*>(stage + run * (R + 1)) + j;
+}
+
+// Starts copying the warp's 32 runs into `stage` when the warp's span is whole: 16-byte
+// coalesced copies, asynchronous, where it is aligned, else value by value (gather_span);
+// returns whether it did. Every lane of the warp gets the same answer.
 template <int J, class In>
 __device__ __forceinline__ bool stage_runs(const In* x, u64 n, u64 pos, bool aligned, uint4* stage) {
     constexpr int R = RunVectors<J, In>::R;
     if constexpr (R > 0) {
-        if (!warp_span_whole<J>(n, pos, aligned)) return false;
+        if (!warp_span_whole<J>(n, pos, true)) return false;
         const int lane = threadIdx.x & 31;
+        if (!aligned) {
+            gather_span<J>(x + (pos - (u64)lane * J), [&](int run, int j) { return staged_at<R, In>(stage, run, j); });
+            return true;
+        }
         const uint4* src = reinterpret_cast<const uint4*>(x + (pos - (u64)lane * J));
 #pragma unroll
         for (int i = 0; i < R; ++i) {
@@ -142,20 +179,26 @@ __device__ __forceinline__ void lift_staged(const Op& op, u64 pos, typename Op::
     }
 }
 
-// Stores this lane's run through the buffer when the warp's span is whole and aligned;
-// returns whether it did (the same answer in every lane of the warp).
+// Stores this lane's run through the buffer when the warp's span is whole (16-byte stores
+// where it is aligned, else value by value: scatter_span); returns whether it did (the same
+// answer in every lane of the warp).
 template <int J, class Out>
 __device__ __forceinline__ bool store_run_warp(Out* y, u64 n, u64 pos, bool aligned, const Out (&o)[J],
                                                uint4* stage) {
     constexpr int R = RunVectors<J, Out>::R;
     if constexpr (R > 0) {
-        if (!warp_span_whole<J>(n, pos, aligned)) return false;
+        if (!warp_span_whole<J>(n, pos, true)) return false;
         const int lane = threadIdx.x & 31;
         uint4 raw[R];
         memcpy(raw, o, sizeof(raw));
 #pragma unroll
         for (int k = 0; k < R; ++k) stage[lane * (R + 1) + k] = raw[k];
         __syncwarp();
+        if (!aligned) {
+            scatter_span<J>(y + (pos - (u64)lane * J), [&](int run, int j) { return staged_at<R, Out>(stage, run, j); });
+            __syncwarp();
+            return true;
+        }
         uint4* dst = reinterpret_cast<uint4*>(y + (pos - (u64)lane * J));
 #pragma unroll
         for (int i = 0; i < R; ++i) {
@@ -190,9 +233,15 @@ template <int R> __device__ __forceinline__ int resident_slot(int run, int k) {
     return run * R + (k ^ s);
 }
 
+// Value j of run `run` in the resident buffer (E values a vector).
+template <int R, int E, class T> __device__ __forceinline__ T* resident_at(uint4* stage, int run, int j) {
+    return reinterpret_cast<T*>(stage + resident_slot<R>(run, j / E)) + j % E;
+}
+
 // Loads the warp's 32 runs into `stage`: coalesced 16-byte cp.async copies when the warp's
-// span is whole and aligned, else each lane its own run, value by value (none past n).
-// Returns whether the copies were asynchronous (then resident_wait must follow).
+// span is whole and aligned, value by value when it is whole (gather_span), else each lane
+// its own run, value by value (none past n). Returns whether the copies were asynchronous
+// (then resident_wait must follow; the others are waited for and visible to the warp).
 template <int J, class In>
 __device__ __forceinline__ bool load_resident(const In* x, u64 n, u64 pos, bool aligned, uint4* stage) {
     constexpr int R = RunVectors<J, In>::R;
@@ -207,6 +256,11 @@ __device__ __forceinline__ bool load_resident(const In* x, u64 n, u64 pos, bool 
             cp_async16(stage + resident_slot<R>(v / R, v % R), src + v);
         }
         return true;
+    }
+    if (warp_span_whole<J>(n, pos, true)) {
+        gather_span<J>(x + (pos - (u64)lane * J), [&](int run, int j) { return resident_at<R, E, In>(stage, run, j); });
+        __syncwarp();
+        return false;
     }
 #pragma unroll
     for (int k = 0; k < R; ++k) {
@@ -262,11 +316,18 @@ __device__ __forceinline__ void put_resident(uint4* stage, int m, const Out (&o)
     for (int v = 0; v < SV; ++v) stage[resident_slot<R>(lane, m * SV + v)] = raw[v];
 }
 
-// Stores the warp's 32 runs of outputs from `stage` with coalesced 16-byte stores.
-template <int J, class Out> __device__ __forceinline__ void store_resident(Out* y, u64 pos, const uint4* stage) {
+// Stores the warp's 32 runs of outputs from `stage` (a whole span): coalesced 16-byte stores
+// where it is aligned, else value by value (scatter_span).
+template <int J, class Out>
+__device__ __forceinline__ void store_resident(Out* y, u64 pos, bool aligned, uint4* stage) {
     constexpr int R = RunVectors<J, Out>::R;
+    constexpr int E = 16 / (int)sizeof(Out);
     const int lane = threadIdx.x & 31;
     __syncwarp();
+    if (!aligned) {
+        scatter_span<J>(y + (pos - (u64)lane * J), [&](int run, int j) { return resident_at<R, E, Out>(stage, run, j); });
+        return;
+    }
     uint4* dst = reinterpret_cast<uint4*>(y + (pos - (u64)lane * J));
 #pragma unroll
     for (int i = 0; i < R; ++i) {

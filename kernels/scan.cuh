@@ -230,13 +230,13 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
     const cf_acc_t p = cf_tile_middle(op, sub[M - 1], t, tiles, leaves, nodes, have, early, carry, next, has);
 
     // The pieces' exclusive prefixes, then each piece's outputs where its inputs were (or
-    // straight to y where the warp's span is not whole and aligned). The inclusive prefix
+    // straight to y where the warp's span is not whole). The inclusive prefix
     // of the run's last item is the next thread's exclusive prefix.
     cf_acc_t e[M];
     cf::run_down(op, sub, p, has, e);
     const bool exclusive = (mode & CF_SCAN_EXCLUSIVE) != 0;
     const bool y_aligned = (mode & CF_SCAN_Y_ALIGNED) != 0;
-    const bool whole = cf::warp_span_whole<J>(n, pos, y_aligned);
+    const bool whole = cf::warp_span_whole<J>(n, pos, true);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
         cf_acc_t a[S];
@@ -250,7 +250,7 @@ __device__ __forceinline__ void cf_scan_tile(const cf_op_t& op, const cf_in_t* x
         else
             cf::store_run<S>(y, n, pos + m * S, y_aligned, o);
     }
-    if (whole) cf::store_resident<J>(y, pos, wstage);
+    if (whole) cf::store_resident<J>(y, pos, y_aligned, wstage);
 }
 #else
 // Runs in registers: each thread loads its run (a warp's runs staged through shared memory
