@@ -488,8 +488,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// ([`ScanShape::large`]) where the mean segment fills one and the input reaches the
     /// device-wide scan's [`ScanConfig::large_from`], as for rows ([`Self::rows_shape`]);
     /// else the device-wide scan's own ([`Self::long_shape`]). 16 segments of 2^24 f32 by
-    /// offsets took 0.944 ms in the long pass on the own tiles (256 x 16), 0.802 as rows on
-    /// the large ones (H100, ncu; BENCHMARKS.md, "Segments, sixteenth step").
+    /// offsets took 0.944 ms in the long pass on the own tiles (256 x 32), 0.84 on the large
+    /// ones (512 x 32), 0.78 as rows (H100; BENCHMARKS.md, "Segments, sixteenth step").
     fn long_pass(&self, segments: u64, n: u64) -> Option<(usize, ScanShape)> {
         let own = self.long_shape()?;
         let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
