@@ -541,10 +541,11 @@ __device__ __forceinline__ void prefetch_step(const T* x, u64 n, u64 base, u64 s
 
 // log2 of a long segment's chunk: at least 2^CF_LONG_CHUNK_MIN_LOG positions and one tile of
 // the long pass's blocks (2^TILE_LOG), and at most 2^CF_LONG_CHUNKS_LOG chunks
-// (next_pow2(len) >> log; the joining block's one tile holds BLOCK * 8, 256 or more). 16 segments of 2^24 f32 by offsets, chunks of 2^16 against 2^13
-// (2048 a segment, the most a block of 256 joins), H100, ms: sum 0.454 / 0.472, max 0.365
-// / 0.394, argmax 0.371 / 0.42-0.45 (chunks of 2^18: the same as 2^16); power-law lengths
-// unchanged (BENCHMARKS.md, "Segments, fifteenth step").
+// (next_pow2(len) >> log; the joining block's one tile holds BLOCK * 8, 256 or more). 16
+// segments of 2^24 f32 by offsets, chunks of 2^16 against 2^13 (2048 a segment, the most a
+// block of 256 joins), H100, ms: sum 0.454 / 0.472, max 0.365 / 0.394, argmax 0.371 /
+// 0.42-0.45 (chunks of 2^18: the same as 2^16); power-law lengths unchanged (BENCHMARKS.md,
+// "Segments, fifteenth step").
 #define CF_LONG_CHUNKS_LOG 8
 template <int TILE_LOG> __device__ __forceinline__ int long_chunk_log(u64 len) {
     constexpr int LEAST = TILE_LOG > CF_LONG_CHUNK_MIN_LOG ? TILE_LOG : CF_LONG_CHUNK_MIN_LOG;
