@@ -348,8 +348,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         }
     }
 
-    /// The whole-array reducer, for rows or runs long and few enough to take it one by one.
-    pub(super) fn whole(&self) -> Result<&Reducer<T, O>> {
+    /// The whole-array reducer, for rows long and few enough to take it one by one.
+    fn whole(&self) -> Result<&Reducer<T, O>> {
         get_or_try(&self.whole, || self.gpu.reducer::<T, O>(self.op))
     }
 

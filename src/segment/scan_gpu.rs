@@ -469,8 +469,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         })
     }
 
-    /// The whole-array scanner, for rows or runs long and few enough to take it one by one.
-    pub(super) fn whole(&self) -> Result<&Scanner<T, O>> {
+    /// The whole-array scanner, for a row long enough to take it alone.
+    fn whole(&self) -> Result<&Scanner<T, O>> {
         get_or_try(&self.whole, || {
             self.gpu
                 .scanner_with::<T, O>(self.op, self.config.get_scan())
@@ -492,16 +492,21 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// ones (512 x 32), 0.78 as rows (H100; BENCHMARKS.md, "Segments, sixteenth step").
     fn long_pass(&self, segments: u64, n: u64) -> Option<(usize, ScanShape)> {
         let own = self.long_shape()?;
-        let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
-        match &self.large {
-            Some(l)
-                if n / segments.max(1) >= l.tile()
-                    && bytes >= self.config.get_scan().get_large_from() =>
-            {
-                Some((1, *l))
-            }
-            _ => Some((0, own)),
+        match self.large_for(n / segments.max(1), n) {
+            Some(l) => Some((1, *l)),
+            None => Some((0, own)),
         }
+    }
+
+    /// The large tiles ([`ScanShape::large`]) for segments of `len` elements (on average)
+    /// in an input of `n`: where one fills a tile and the input reaches the device-wide
+    /// scan's [`ScanConfig::large_from`] bytes; `None` otherwise or where the types have
+    /// none. The rule of rows ([`Self::rows_shape`]) and the long pass ([`Self::long_pass`]).
+    fn large_for(&self, len: u64, n: u64) -> Option<&ScanShape> {
+        let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
+        self.large
+            .as_ref()
+            .filter(|l| l.tile() <= len && bytes >= self.config.get_scan().get_large_from())
     }
 
     /// Which tiles scan `rows` on [`Schedule::Whole`]: the large tiles
@@ -512,13 +517,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// will hold) its `cf_scan_rows` kernel.
     fn rows_shape(&self, rows: Rows) -> Option<(&ScanShape, &OnceLock<CudaFunction>)> {
         let cols = rows.cols as u64;
-        let bytes = (rows.rows as u64)
-            .saturating_mul(cols)
-            .saturating_mul(std::mem::size_of::<T>() as u64);
-        if let Some(l) = &self.large {
-            if l.tile() <= cols && bytes >= self.config.get_scan().get_large_from() {
-                return Some((l, &self.large_fn));
-            }
+        if let Some(l) = self.large_for(cols, (rows.rows as u64).saturating_mul(cols)) {
+            return Some((l, &self.large_fn));
         }
         let last = self.tile_shapes.len().checked_sub(1)?;
         let k = self
