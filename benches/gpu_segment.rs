@@ -34,7 +34,7 @@ use common::median_ms;
 const DEFAULT_SHAPES: &str = "short,square,long,powerlaw,mid,wide,narrow";
 const ALL_SHAPES: &str =
     "short,square,long,powerlaw,mid,wide,narrow,rows2k,rows4k,long_offsets,few_offsets";
-const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key";
+const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key,sum_by_key_into";
 
 /// GPU segmented reductions and scans across shapes, GB/s of compulsory traffic, each result
 /// checked bit for bit against the CPU backend before timing. Lists are comma-separated.
@@ -326,6 +326,7 @@ fn run_sum_by_key(
     shape: &Shape,
     x_host: &[f32],
     reps: usize,
+    into: bool,
     rows_out: &mut Vec<serde_json::Value>,
 ) -> Res<bool> {
     let stream = gpu.stream();
@@ -355,19 +356,46 @@ fn run_sum_by_key(
     if bad {
         eprintln!("MISMATCH sum_by_key {shape_name}");
     }
-    let ms = median_ms(stream, reps, || r.reduce_by_key(&kd, &xd).map(|_| ()))?;
+    let mut bad_any = bad;
     let runs = want.lengths.len();
+    let ms = if into {
+        // Into buffers with room for every key, as a caller that does not count first holds.
+        let (mut k, mut v) = (stream.alloc_zeros::<u32>(n)?, stream.alloc_zeros::<f32>(n)?);
+        let (mut l, mut c) = (stream.alloc_zeros::<u64>(n)?, stream.alloc_zeros::<u64>(1)?);
+        r.reduce_by_key_into(&kd, &xd, &mut k, &mut v, &mut l, &mut c)?;
+        let into_bad = stream.clone_dtoh(&c)?[0] as usize != runs
+            || stream.clone_dtoh(&l.slice(..runs))? != want.lengths
+            || stream
+                .clone_dtoh(&v.slice(..runs))?
+                .iter()
+                .zip(&want.values)
+                .any(|(g, w)| g.to_bits() != w.to_bits());
+        if into_bad {
+            eprintln!("MISMATCH sum_by_key_into {shape_name}");
+            bad_any = true;
+        }
+        median_ms(stream, reps, || {
+            r.reduce_by_key_into(&kd, &xd, &mut k, &mut v, &mut l, &mut c)
+        })?
+    } else {
+        median_ms(stream, reps, || r.reduce_by_key(&kd, &xd).map(|_| ()))?
+    };
+    let op = if into {
+        "sum_by_key_into"
+    } else {
+        "sum_by_key"
+    };
     let bytes = n * 8 + runs * (4 + 4 + 8);
     let gbs = bytes as f64 / (ms * 1e-3) / 1e9;
     println!(
-        "cufold  sum_by_key {shape_name:9} {runs:>9} runs {n:>11} elems {ms:9.4} ms {gbs:8.1} GB/s{}",
-        if bad { "  MISMATCH" } else { "" }
+        "cufold  {op:15} {shape_name:9} {runs:>9} runs {n:>11} elems {ms:9.4} ms {gbs:8.1} GB/s{}",
+        if bad_any { "  MISMATCH" } else { "" }
     );
     rows_out.push(serde_json::json!({
-        "lib": "cufold", "family": "segment", "op": "sum_by_key", "shape": shape_name, "dtype": "f32",
+        "lib": "cufold", "family": "segment", "op": op, "shape": shape_name, "dtype": "f32",
         "segments": runs, "n": n, "bytes": bytes, "ms": ms, "gbs": gbs, "device": gpu.device_name(),
     }));
-    Ok(!bad)
+    Ok(!bad_any)
 }
 
 fn main() -> Res<()> {
@@ -424,7 +452,8 @@ fn main() -> Res<()> {
                 "max" => run(&gpu, Max, op, s, &shape, &host, &x, reps, &mut rows)?,
                 "argmax" => run(&gpu, ArgMax, op, s, &shape, &host, &x, reps, &mut rows)?,
                 "cumsum" => run_cumsum(&gpu, s, &shape, &host, &x, reps, &mut rows)?,
-                "sum_by_key" => run_sum_by_key(&gpu, s, &shape, &host, reps, &mut rows)?,
+                "sum_by_key" => run_sum_by_key(&gpu, s, &shape, &host, reps, false, &mut rows)?,
+                "sum_by_key_into" => run_sum_by_key(&gpu, s, &shape, &host, reps, true, &mut rows)?,
                 other => {
                     return Err(format!(
                         "unknown op {other}: sum, max, argmax, cumsum or sum_by_key"

@@ -29,68 +29,112 @@
 
 #include "cufold/types.cuh"
 
+namespace cf {
+
+// Keys of the unsigned word type W, ITEMS a lane (a span: 32 * ITEMS keys, one bit each in
+// a lane's word of heads).
+template <class W, int ITEMS> struct KeySpan {
+    static constexpr int V = 16 / (int)sizeof(W);
+    static constexpr int CHUNKS = ITEMS / V;
+    static constexpr int SPAN = 32 * ITEMS;
+    static_assert(ITEMS % V == 0 && ITEMS <= 32, "a lane's heads fit in one word");
+    static_assert(SPAN <= 65536, "a head's place in its span fits 16 bits");
+
+    static __device__ __forceinline__ W shfl(W w, int src) {
+        if constexpr (sizeof(W) == 8) return __shfl_sync(0xffffffffu, w, src);
+        else return (W)__shfl_sync(0xffffffffu, (unsigned)w, src);
+    }
+    static __device__ __forceinline__ W shfl_up(W w) {
+        if constexpr (sizeof(W) == 8) return __shfl_up_sync(0xffffffffu, w, 1);
+        else return (W)__shfl_up_sync(0xffffffffu, (unsigned)w, 1);
+    }
+
+    static __device__ __forceinline__ bool aligned(const W* k) { return ((unsigned long long)k & 15) == 0; }
+
+    // This lane's heads in the span of keys starting at `base` (see the layout above).
+    static __device__ __forceinline__ unsigned heads(const W* __restrict__ k, u64 n, u64 base, bool aligned) {
+        const unsigned lane = threadIdx.x & 31;
+        // The key before each chunk's lane 0: the one before the span, then lane 31's last.
+        W last = lane == 0 && base > 0 && base <= n ? __ldg(k + base - 1) : (W)0;
+        unsigned heads = 0;
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c) {
+            const u64 at = base + (u64)c * 32 * V + (u64)lane * V;
+            W v[V];
+            if (aligned && at + V <= n) {
+                union { uint4 q; W w[V]; } u;
+                u.q = __ldg(reinterpret_cast<const uint4*>(k + at));
+#pragma unroll
+                for (int p = 0; p < V; ++p) v[p] = u.w[p];
+            } else {
+#pragma unroll
+                for (int p = 0; p < V; ++p) v[p] = at + p < n ? __ldg(k + at + p) : (W)0;
+            }
+            const W up = shfl_up(v[V - 1]);
+            const W before = lane == 0 ? last : up;
+            last = shfl(v[V - 1], 31);
+#pragma unroll
+            for (int p = 0; p < V; ++p) {
+                const u64 i = at + p;
+                if (i < n && (i == 0 || v[p] != (p == 0 ? before : v[p - 1]))) heads |= 1u << (c * V + p);
+            }
+        }
+        return heads;
+    }
+
+    // The place in its span of the head that bit `b` of lane `lane`'s word stands for.
+    static __device__ __forceinline__ unsigned place(int lane, int b) {
+        return (unsigned)((b / V) * 32 * V + lane * V + b % V);
+    }
+
+    // The warp's heads (each lane's word from `heads`) listed in order into `list`, as places
+    // in the span; returns how many (the same in every lane; the list is complete for the
+    // warp). Every lane calls it.
+    static __device__ __forceinline__ unsigned list_heads(unsigned heads, unsigned short* list) {
+        const unsigned lane = threadIdx.x & 31;
+        const unsigned below = (1u << lane) - 1;
+        unsigned listed = 0;
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c) {
+            const unsigned m = (heads >> (c * V)) & ((1u << V) - 1);
+            if (!__any_sync(0xffffffffu, m != 0)) continue;
+            // The chunk's heads in the lanes before this one, and in all its lanes.
+            unsigned before = 0, all = 0;
+#pragma unroll
+            for (int p = 0; p < V; ++p) {
+                const unsigned b = __ballot_sync(0xffffffffu, (m >> p) & 1);
+                before += __popc(b & below);
+                all += __popc(b);
+            }
+            unsigned at = listed + before;
+            // A loop over the set bits (an unrolled one over every key of the vector made
+            // ptxas fail to allocate registers, C7600, for 4-byte keys; CUDA 13.0).
+            for (unsigned b = m; b != 0; b &= b - 1)
+                list[at++] = (unsigned short)(c * 32 * V + lane * V + __ffs(b) - 1);
+            listed += all;
+        }
+        __syncwarp();
+        return listed;
+    }
+};
+
+}  // namespace cf
+
 #ifdef CF_KEY_RUNS_KERNEL
 typedef CF_OP cf_word_t;
-constexpr int CF_V = 16 / (int)sizeof(cf_word_t);
-constexpr int CF_CHUNKS = CF_ITEMS / CF_V;
-constexpr int CF_SPAN = 32 * CF_ITEMS;
-static_assert(CF_ITEMS % CF_V == 0 && CF_ITEMS <= 32, "a lane's heads fit in one word");
-static_assert(CF_SPAN <= 65536 && CF_BLOCK % 32 == 0, "a head's place in its span fits 16 bits");
-
-__device__ __forceinline__ cf_word_t cf_word_shfl(cf_word_t w, int src) {
-    if constexpr (sizeof(cf_word_t) == 8) return __shfl_sync(0xffffffffu, w, src);
-    else return (cf_word_t)__shfl_sync(0xffffffffu, (unsigned)w, src);
-}
-__device__ __forceinline__ cf_word_t cf_word_shfl_up(cf_word_t w) {
-    if constexpr (sizeof(cf_word_t) == 8) return __shfl_up_sync(0xffffffffu, w, 1);
-    else return (cf_word_t)__shfl_up_sync(0xffffffffu, (unsigned)w, 1);
-}
-
-// This lane's heads in the span of keys starting at `base` (see the layout above).
-__device__ __forceinline__ unsigned cf_span_heads(const cf_word_t* __restrict__ k, cf::u64 n, cf::u64 base,
-                                                  bool aligned) {
-    const unsigned lane = threadIdx.x & 31;
-    // The key before each chunk's lane 0: the one before the span, then lane 31's last.
-    cf_word_t last = lane == 0 && base > 0 && base <= n ? __ldg(k + base - 1) : (cf_word_t)0;
-    unsigned heads = 0;
-#pragma unroll
-    for (int c = 0; c < CF_CHUNKS; ++c) {
-        const cf::u64 at = base + (cf::u64)c * 32 * CF_V + (cf::u64)lane * CF_V;
-        cf_word_t v[CF_V];
-        if (aligned && at + CF_V <= n) {
-            union { uint4 q; cf_word_t w[CF_V]; } u;
-            u.q = __ldg(reinterpret_cast<const uint4*>(k + at));
-#pragma unroll
-            for (int p = 0; p < CF_V; ++p) v[p] = u.w[p];
-        } else {
-#pragma unroll
-            for (int p = 0; p < CF_V; ++p) v[p] = at + p < n ? __ldg(k + at + p) : (cf_word_t)0;
-        }
-        const cf_word_t up = cf_word_shfl_up(v[CF_V - 1]);
-        const cf_word_t before = lane == 0 ? last : up;
-        last = cf_word_shfl(v[CF_V - 1], 31);
-#pragma unroll
-        for (int p = 0; p < CF_V; ++p) {
-            const cf::u64 i = at + p;
-            if (i < n && (i == 0 || v[p] != (p == 0 ? before : v[p - 1]))) heads |= 1u << (c * CF_V + p);
-        }
-    }
-    return heads;
-}
-
-__device__ __forceinline__ bool cf_keys_aligned(const cf_word_t* k) {
-    return ((unsigned long long)k & 15) == 0;
-}
+typedef cf::KeySpan<cf_word_t, CF_ITEMS> cf_span_t;
+constexpr int CF_SPAN = cf_span_t::SPAN;
+static_assert(CF_BLOCK % 32 == 0, "warps take spans");
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_run_count(const cf_word_t* __restrict__ k, cf::u64 n, cf::u64 spans, cf::u64* __restrict__ counts,
              unsigned* __restrict__ heads_out) {
     const unsigned lane = threadIdx.x & 31;
-    const bool aligned = cf_keys_aligned(k);
+    const bool aligned = cf_span_t::aligned(k);
     const cf::u64 warps = (cf::u64)gridDim.x * (CF_BLOCK / 32);
     for (cf::u64 s = (cf::u64)blockIdx.x * (CF_BLOCK / 32) + (threadIdx.x >> 5); s < spans; s += warps) {
-        const unsigned heads = cf_span_heads(k, n, s * CF_SPAN, aligned);
-        heads_out[s * 32 + lane] = heads;
+        const unsigned heads = cf_span_t::heads(k, n, s * CF_SPAN, aligned);
+        if (heads_out) heads_out[s * 32 + lane] = heads;
         const unsigned c = __reduce_add_sync(0xffffffffu, (unsigned)__popc(heads));
         if (lane == 0) counts[s] = c;
     }
@@ -105,7 +149,6 @@ cf_run_scatter(const cf_word_t* __restrict__ k, cf::u64 n, cf::u64 spans, const 
     __shared__ unsigned short places[CF_BLOCK / 32][CF_SPAN];
     const unsigned lane = threadIdx.x & 31;
     unsigned short* list = places[threadIdx.x >> 5];
-    const unsigned below = (1u << lane) - 1;
     const cf::u64 warps = (cf::u64)gridDim.x * (CF_BLOCK / 32);
     for (cf::u64 s = (cf::u64)blockIdx.x * (CF_BLOCK / 32) + (threadIdx.x >> 5); s < spans; s += warps) {
         const cf::u64 count = counts[s], base = s * CF_SPAN;
@@ -116,28 +159,7 @@ cf_run_scatter(const cf_word_t* __restrict__ k, cf::u64 n, cf::u64 spans, const 
         }
         // A span inside a long run has nothing to write.
         if (count == 0) continue;
-        const unsigned heads = heads_in[s * 32 + lane];
-        unsigned listed = 0;
-#pragma unroll
-        for (int c = 0; c < CF_CHUNKS; ++c) {
-            const unsigned m = (heads >> (c * CF_V)) & ((1u << CF_V) - 1);
-            if (!__any_sync(0xffffffffu, m != 0)) continue;
-            // The chunk's heads in the lanes before this one, and in all its lanes.
-            unsigned before = 0, all = 0;
-#pragma unroll
-            for (int p = 0; p < CF_V; ++p) {
-                const unsigned b = __ballot_sync(0xffffffffu, (m >> p) & 1);
-                before += __popc(b & below);
-                all += __popc(b);
-            }
-            unsigned at = listed + before;
-            // A loop over the set bits (an unrolled one over every key of the vector made
-            // ptxas fail to allocate registers, C7600, for 4-byte keys; CUDA 13.0).
-            for (unsigned b = m; b != 0; b &= b - 1)
-                list[at++] = (unsigned short)(c * 32 * CF_V + lane * CF_V + __ffs(b) - 1);
-            listed += all;
-        }
-        __syncwarp();
+        const unsigned listed = cf_span_t::list_heads(heads_in[s * 32 + lane], list);
         // The list, written whole: consecutive lanes, consecutive runs.
         const cf::u64 first = starts[s];
         for (unsigned j = lane; j < listed; j += 32) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "cufold/thread.cuh"
+#include "cufold/warp.cuh"
 
 namespace cf {
 
@@ -158,6 +159,78 @@ __device__ __forceinline__ void look_back(const Op& op, const NodeSlots<typename
         extend(op, p, h, node);
         incl = p;
     }
+}
+
+// The exclusive prefix of tile t > 0 for an operator whose every grouping gives the same
+// bits (integer counts and the like; never a float's sum: the grouping depends on timing),
+// by the 32 lanes of one warp, in every lane: the decoupled look-back. Each tile publishes
+// its own value `agg` in `aggs` as soon as it has it (tile 0 its inclusive prefix, the same,
+// in `incls`), before it calls this; the warp then looks at the 32 tiles before (lane i at
+// tile t - 1 - i, read again until every lane up to the nearest with an inclusive prefix has
+// at least its tile's value), folds them in order, and steps back 32 tiles when none had its
+// inclusive prefix; then lane 0 publishes the tile's inclusive prefix.
+template <class Op>
+__device__ __forceinline__ typename Op::Acc chained_look_back(const Op& op, const NodeSlots<typename Op::Acc>& aggs,
+                                                              const NodeSlots<typename Op::Acc>& incls, u64 t,
+                                                              const typename Op::Acc& agg) {
+    typedef typename Op::Acc Acc;
+    const int lane = threadIdx.x & 31;
+    Acc prefix = op.identity();
+    for (long long end = (long long)t;;) {
+        const long long j = end - 1 - lane;  // lane 0 the nearest
+        Acc v = op.identity();
+        bool inc = j < 0, ok = j < 0;  // before tile 0: an empty inclusive prefix
+        for (unsigned ns = 0;; ns = ns ? (ns < 128 ? 2 * ns : ns) : 16) {
+            if (!ok && j >= 0) {
+                inc = incls.try_get((u64)j, v);
+                ok = inc || aggs.try_get((u64)j, v);
+            }
+            const unsigned incm = __ballot_sync(~0u, inc);
+            const int stop = incm ? __ffs(incm) - 1 : 31;
+            const unsigned need = stop == 31 ? ~0u : (2u << stop) - 1;
+            if ((__ballot_sync(~0u, ok) & need) == need) break;
+            if (ns) __nanosleep(ns);
+        }
+        const unsigned incm = __ballot_sync(~0u, inc);
+        const int stop = incm ? __ffs(incm) - 1 : 31;
+        // Lanes stop .. 0 are tiles in increasing order: a higher lane's value on the left.
+        Acc w = lane <= stop ? v : op.identity();
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const Acc o = shfl_down(w, off);
+            if (lane + off < 32) w = op.combine(o, w);
+        }
+        prefix = op.combine(shfl_idx(w, 0), prefix);
+        if (incm) break;
+        end -= 32;
+    }
+    if (lane == 0) incls.publish(t, op.combine(prefix, agg));
+    return prefix;
+}
+
+// This block's ticket (its tile, in the order tiles start) and the launch's epoch, for a
+// launch of `tickets` blocks (see kernels/scan.cuh: ticket[0] the counter, zero between
+// launches, ticket[1] the last launch's epoch).
+__device__ __forceinline__ void take_ticket(unsigned long long* ticket, u64 tickets, u64& t, unsigned& epoch) {
+    __shared__ u64 tile_id;
+    __shared__ unsigned launch_epoch;
+    if (threadIdx.x == 0) {
+        const unsigned last_epoch = (unsigned)*(volatile unsigned long long*)(ticket + 1);
+        __threadfence();
+        const u64 id = atomicAdd(ticket, 1ull);
+        // Never 0, which zeroed slots hold.
+        const unsigned e = last_epoch == 0xffffffffu ? 1u : last_epoch + 1u;
+        if (id == tickets - 1) {
+            __threadfence();
+            *(volatile unsigned long long*)(ticket + 1) = e;
+            atomicExch(ticket, 0ull);
+        }
+        tile_id = id;
+        launch_epoch = e;
+    }
+    __syncthreads();
+    t = tile_id;
+    epoch = launch_epoch;
 }
 
 }  // namespace cf

@@ -71,31 +71,6 @@ typedef cf_op_t::Out cf_out_t;
 #define CF_SCAN_Y_ALIGNED 4u  // y is 16-byte aligned
 #define CF_SCAN_IN_PLACE 8u   // x and y are the same memory
 
-// This block's ticket (its tile, in the order tiles start) and the launch's epoch, for a
-// launch of `tickets` blocks (see the top of this file).
-__device__ __forceinline__ void cf_take_ticket(unsigned long long* ticket, cf::u64 tickets, cf::u64& t,
-                                               unsigned& epoch) {
-    __shared__ cf::u64 tile_id;
-    __shared__ unsigned launch_epoch;
-    if (threadIdx.x == 0) {
-        const unsigned last_epoch = (unsigned)*(volatile unsigned long long*)(ticket + 1);
-        __threadfence();
-        const cf::u64 id = atomicAdd(ticket, 1ull);
-        // Never 0, which zeroed slots hold.
-        const unsigned e = last_epoch == 0xffffffffu ? 1u : last_epoch + 1u;
-        if (id == tickets - 1) {
-            __threadfence();
-            *(volatile unsigned long long*)(ticket + 1) = e;
-            atomicExch(ticket, 0ull);
-        }
-        tile_id = id;
-        launch_epoch = e;
-    }
-    __syncthreads();
-    t = tile_id;
-    epoch = launch_epoch;
-}
-
 typedef cf::BlockScan<CF_ALGO, CF_BLOCK, cf_op_t, cf_acc_t> cf_block_scan_t;
 
 // The middle of tile t, by the whole block, from each thread's run tree `run` to its
@@ -170,7 +145,7 @@ __device__ __forceinline__ void cf_prefetch_ahead(const cf_in_t* x, cf::u64 n, c
 }
 
 // The shared memory ScanShape::shared_bytes budgets for: cf_tile_middle's, the data path's
-// PATH bytes (dynamic on the resident path), and cf_take_ticket's tile_id and launch_epoch.
+// PATH bytes (dynamic on the resident path), and cf::take_ticket's tile_id and launch_epoch.
 template <unsigned long long PATH> __device__ __forceinline__ void cf_check_shared() {
     constexpr unsigned long long MIDDLE =
         sizeof(cf_block_scan_t::Storage) + (CF_BLOCK + 1 + 1 + 32 + CF_CHUNK) * sizeof(cf_acc_t) + sizeof(bool);
@@ -313,7 +288,7 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     cf::u64 t = 0;
     unsigned epoch = 1;
-    if (tiles > 1) cf_take_ticket(ticket, tiles, t, epoch);
+    if (tiles > 1) cf::take_ticket(ticket, tiles, t, epoch);
     const cf::NodeSlots<cf_acc_t> leaves{leaf_slots, epoch}, nodes{node_slots, epoch};
     cf_scan_tile(op, x, y, n, t, tiles, mode, leaves, nodes, carry);
 }
@@ -350,7 +325,7 @@ cf_scan_long(const cf_in_t* x, cf_out_t* y, cf::u64 n, unsigned exclusive, unsig
         __syncthreads();
         cf::u64 g;
         unsigned epoch;
-        cf_take_ticket(ticket, reserved + gridDim.x, g, epoch);
+        cf::take_ticket(ticket, reserved + gridDim.x, g, epoch);
         // The epoch read before a block's first ticket is the launch's: the counter's word
         // changes only at the last ticket of all, which no block takes before its first.
         if (first_epoch == 0) first_epoch = epoch;
@@ -383,7 +358,7 @@ cf_scan_rows(const cf_in_t* x, cf_out_t* y, cf::u64 stride, cf::u64 cols, cf::u6
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     cf::u64 g;
     unsigned epoch;
-    cf_take_ticket(ticket, gridDim.x, g, epoch);
+    cf::take_ticket(ticket, gridDim.x, g, epoch);
     const cf::u64 r = g / per_row, t = g - r * per_row;
     const cf_in_t* xs = x + r * stride;
     cf_out_t* ys = y + r * cols;

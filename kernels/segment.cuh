@@ -25,7 +25,9 @@
 // that are not monotone or run past the input) is not read and its output not written.
 #pragma once
 
+#include "cufold/key_runs.cuh"
 #include "cufold/long_list.cuh"
+#include "cufold/lookback.cuh"
 #include "cufold/reduce.cuh"
 
 namespace cf {
@@ -553,6 +555,69 @@ template <int TILE_LOG> __device__ __forceinline__ int long_chunk_log(u64 len) {
     return l > LEAST ? l : LEAST;
 }
 
+
+// One step of the reduction's thread schedule, by a whole warp: lane l's segment is
+// positions lo .. hi of x (of n values) when `valid`, its result goes to out[s]. A lane alone
+// takes segments up to CF_REDUCE_LANE_MAX positions (order-free operators:
+// CF_REDUCE_FREE_LANE_MAX); segments up to CF_REDUCE_GROUP_MAX go to groups of four or eight
+// lanes, eight or four at a time (cf::group_trees), and longer ones to the whole warp, one
+// after another, so that no lane reads a long segment alone while the others wait; with a
+// long list (`long_hdr` not null), those over 2^CF_LONG_MIN_LOG are listed for the long pass
+// instead (chunks of at least 2^TILE_LOG). The bits are the same either way. An empty
+// segment gets finish(identity, 0) if `write_empty`. `smem` is the warp group's (unused by
+// one warp), `order` 32 bytes of shared memory for the warp. Every lane calls it.
+template <class Op, int K, int VEC, bool ORDER_FREE, int TILE_LOG>
+__device__ __forceinline__ void thread_step(const Op& op, const typename Op::In* __restrict__ x, u64 n, bool valid,
+                                            u64 s, u64 lo, u64 hi, bool write_empty, typename Op::Out* out,
+                                            u64* long_hdr, typename Op::Acc (*smem)[1], unsigned char* order) {
+    const int lane = threadIdx.x & 31;
+    const u64 len = hi - lo;
+    // Order-free operators fold a lane's segment in order (Run: a key comparison a
+    // position for Max, a rank for ArgMax), eight positions a step under predicates, so
+    // a lane keeps segments up to 32 and groups take 33 to 64. Measured on an H100, GB/s,
+    // lanes up to 32 against up to 8 (one call), and the rule before, lanes up to 64 and
+    // no groups (an earlier call): 2^24 segments of 4 to 32, max 2447 / 2122 / 2030,
+    // argmax 1788 / 1455 / 1692; power-law lengths, max 1447 / 1478 / 1118, argmax 1161
+    // / 1233 / 1078.
+    constexpr int LANE_MAX = ORDER_FREE ? CF_REDUCE_FREE_LANE_MAX : CF_REDUCE_LANE_MAX;
+    const bool grouped = valid && len > LANE_MAX && len <= CF_REDUCE_GROUP_MAX;
+    const bool longer = valid && len > CF_REDUCE_GROUP_MAX;
+    // Each lane reads its own segment from global memory: staging the warp's span in
+    // shared memory (stage_span, which the scan's thread schedule uses to coalesce
+    // its stores) made these reductions slower on an H100 (short segments 1.08 ->
+    // 1.48 ms): their loads already meet in L1, and the stage costs occupancy.
+    typename Op::Acc t = op.identity();
+    if (valid && len > 0 && len <= (u64)LANE_MAX)
+        t = thread_tree<LANE_MAX, ORDER_FREE>(op, x + lo, len);
+    // Groups of eight lanes where a grouped segment is over half the longest, else of
+    // four, eight segments a pass (each lane eight loads either way). Groups of four
+    // only where lanes hand down segments of half the longest or less (not for
+    // order-free operators, whose lanes keep those).
+    constexpr bool FOURS = LANE_MAX < CF_REDUCE_GROUP_MAX / 2;
+    if (__any_sync(~0u, grouped && len > CF_REDUCE_GROUP_MAX / 2))
+        group_trees<8, CF_REDUCE_GROUP_MAX / 8, ORDER_FREE>(op, x, grouped, lo, len, t, order);
+    else if (FOURS && __any_sync(~0u, grouped))
+        group_trees<4, CF_REDUCE_GROUP_MAX / 8, ORDER_FREE>(op, x, grouped, lo, len, t, order);
+    if (valid && !longer) {
+        if (len > 0)
+            out[s] = op.finish(t, len);
+        else if (write_empty)
+            out[s] = op.finish(op.identity(), 0);
+    }
+    // With a long list, the longest go to the long pass (cf_segment_long_chunks).
+    const bool listed = longer && long_hdr && len > (1ull << CF_LONG_MIN_LOG) &&
+                        reduce_long_list(long_hdr, n).add(s, lo, len, long_chunk_log<TILE_LOG>(len));
+    for (unsigned mask = __ballot_sync(~0u, longer && !listed); mask; mask &= mask - 1) {
+        const int j = __ffs(mask) - 1;
+        const u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j);
+        const SegmentLoader<Op, VEC> ld{x + a, b - a, (reinterpret_cast<unsigned long long>(x + a) & 15) == 0};
+        unsigned calls = 0;
+        const typename Op::Acc r = segment_tree<Op, 32, K, VEC, ORDER_FREE>(
+            op, ld, 0, b - a, next_pow2(b - a), smem, 0, calls);
+        const u64 at = __shfl_sync(~0u, s, j);
+        if (lane == 0) out[at] = op.finish(r, b - a);
+    }
+}
 }  // namespace cf
 
 #ifdef CF_SEGMENT_KERNEL
@@ -589,11 +654,8 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
                   "a segment takes a thread, a group of 8 or 16 lanes, a warp or the whole block");
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 #if CF_GROUP == 1
-    // Lane l of a warp takes segment base + l when it is at most CF_REDUCE_LANE_MAX long;
-    // segments up to CF_REDUCE_GROUP_MAX go to groups of four or eight lanes, eight or four
-    // at a time (cf::group_trees), and longer ones (ragged lengths with a long tail) to the
-    // whole warp, one after another, so that no lane reads a long segment alone while the
-    // others wait. The bits are the same either way. (A lane alone up to 256 positions, the
+    // Lane l of a warp takes segment base + l, its warp the step's 32 (cf::thread_step:
+    // lanes, groups of lanes or the whole warp by length). (A lane alone up to 256 positions, the
     // earlier rule, ran an H100 at 11.8 threads of 32 an instruction on segments of 4 to 32:
     // each lane's loop as long as its own segment; 28.4 now, ncu.)
     __shared__ cf_acc_t smem[2][1];  // unused by a one-warp group, which has no block stage
@@ -619,51 +681,8 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         cf::u64 next_lo = 0, next_hi = 0;
         if (base + step + lane < segments) cf::raw_bounds(base + step + lane, offsets, stride, cols, next_lo, next_hi);
         const bool valid = s < segments && lo <= hi && hi <= n;
-        const cf::u64 len = hi - lo;
-        // Order-free operators fold a lane's segment in order (cf::Run: a key comparison a
-        // position for Max, a rank for ArgMax), eight positions a step under predicates, so
-        // a lane keeps segments up to 32 and groups take 33 to 64. Measured on an H100, GB/s,
-        // lanes up to 32 against up to 8 (one call), and the rule before, lanes up to 64 and
-        // no groups (an earlier call): 2^24 segments of 4 to 32, max 2447 / 2122 / 2030,
-        // argmax 1788 / 1455 / 1692; power-law lengths, max 1447 / 1478 / 1118, argmax 1161
-        // / 1233 / 1078.
-        constexpr int LANE_MAX = CF_ORDER_FREE ? CF_REDUCE_FREE_LANE_MAX : CF_REDUCE_LANE_MAX;
-        const bool grouped = valid && len > LANE_MAX && len <= CF_REDUCE_GROUP_MAX;
-        const bool longer = valid && len > CF_REDUCE_GROUP_MAX;
-        // Each lane reads its own segment from global memory: staging the warp's span in
-        // shared memory (cf::stage_span, which the scan's thread schedule uses to coalesce
-        // its stores) made these reductions slower on an H100 (short segments 1.08 ->
-        // 1.48 ms): their loads already meet in L1, and the stage costs occupancy.
-        cf_acc_t t = op.identity();
-        if (valid && len > 0 && len <= (cf::u64)LANE_MAX)
-            t = cf::thread_tree<LANE_MAX, CF_ORDER_FREE != 0>(op, x + lo, len);
-        // Groups of eight lanes where a grouped segment is over half the longest, else of
-        // four, eight segments a pass (each lane eight loads either way). Groups of four
-        // only where lanes hand down segments of half the longest or less (not for
-        // order-free operators, whose lanes keep those).
-        constexpr bool FOURS = LANE_MAX < CF_REDUCE_GROUP_MAX / 2;
-        if (__any_sync(~0u, grouped && len > CF_REDUCE_GROUP_MAX / 2))
-            cf::group_trees<8, CF_REDUCE_GROUP_MAX / 8, CF_ORDER_FREE != 0>(op, x, grouped, lo, len, t, order[threadIdx.x >> 5]);
-        else if (FOURS && __any_sync(~0u, grouped))
-            cf::group_trees<4, CF_REDUCE_GROUP_MAX / 8, CF_ORDER_FREE != 0>(op, x, grouped, lo, len, t, order[threadIdx.x >> 5]);
-        if (valid && !longer) {
-            if (len > 0)
-                out[s] = op.finish(t, len);
-            else if (write_empty)
-                out[s] = op.finish(op.identity(), 0);
-        }
-        // With a long list, the longest go to the long pass (cf_segment_long_chunks).
-        const bool listed = longer && long_hdr && len > (1ull << CF_LONG_MIN_LOG) &&
-                            cf::reduce_long_list(long_hdr, n).add(s, lo, len, cf::long_chunk_log<CF_LONG_TILE_LOG>(len));
-        for (unsigned mask = __ballot_sync(~0u, longer && !listed); mask; mask &= mask - 1) {
-            const int j = __ffs(mask) - 1;
-            const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j);
-            const cf::SegmentLoader<cf_op_t, CF_VEC> ld{x + a, b - a, (reinterpret_cast<unsigned long long>(x + a) & 15) == 0};
-            unsigned calls = 0;
-            const cf_acc_t r = cf::segment_tree<cf_op_t, 32, CF_K, CF_VEC, CF_ORDER_FREE != 0>(
-                op, ld, 0, b - a, cf::next_pow2(b - a), smem, 0, calls);
-            if (lane == 0) out[base + j] = op.finish(r, b - a);
-        }
+        cf::thread_step<cf_op_t, CF_K, CF_VEC, CF_ORDER_FREE != 0, CF_LONG_TILE_LOG>(
+            op, x, n, valid, s, lo, hi, write_empty != 0, out, long_hdr, smem, order[threadIdx.x >> 5]);
         cf::prefetch_step(x, n, base + step, segments, next_lo, next_hi);
         lo = next_lo;
         hi = next_hi;
@@ -855,6 +874,135 @@ cf_segment_combine(const cf_acc_t* __restrict__ partials, cf::u64 rows, cf::u64 
         const cf_acc_t t = cf::tile_reduce<cf_op_t, CF_BLOCK, 8, 1>(op, ld, 0, padded, smem[calls++ & 1]);
         if (threadIdx.x == 0) out[r] = op.finish(t, cols);
     }
+}
+#endif
+#if CF_GROUP == 1 && defined(CF_KEY_WORD)
+// reduce_by_key in one pass over keys and values: the reduction's thread schedule, with
+// CF_KEY_WORD (the unsigned word of a key's width) and CF_KEY_ITEMS (keys a lane) defined.
+// A block is one tile of CF_BLOCK / 32 spans of 32 * CF_KEY_ITEMS keys, a warp each, tiles
+// in ticket order (cf::take_ticket):
+//
+//   heads      each warp finds its span's run heads (cf::KeySpan, a bit a key);
+//   look-back  one warp publishes the tile's (heads, one past its last head) and folds
+//              those of the tiles before it (cf::chained_look_back over cf::RunMarks:
+//              integers, so any grouping gives the same numbers): the runs before the tile
+//              and where the last of them starts;
+//   runs       each warp then takes the runs that end in its span, in order: the run open
+//              at the span's start (if a head ends it), the runs between its heads, and, in
+//              the last span, the last run: run r gets its key, its length and its result,
+//              the canonical tree over its own positions (cf::thread_step, as for segments
+//              by offsets; a run over 2^CF_LONG_MIN_LOG goes to the long list when there is
+//              one), written only for r < cap. The last span writes the number of runs.
+//
+// The keys are read once (a run's key again, from cache), the values once for runs within
+// a span (a run that started in an earlier span reads that span's values again). H100,
+// ms, 2^24 short runs / 16 runs of 2^24 (BENCHMARKS.md): cf::look_back's canonical
+// grouping, every earlier leaf of the tile's chunk waited for, 1.75 / 1.33; the decoupled
+// look-back 1.44 / 1.17 (0.99 with values prefetched for spans with a head only); a look-back a warp, no barrier, 3.73 / 3.04 (ncu: waiting on the
+// loads of the look-back); each warp two, four or eight spans in turn (larger tiles, fewer
+// look-backs): 2^24 short runs 1.82 / 2.21 / 2.55 ms against 1.43 for one.
+typedef CF_KEY_WORD cf_key_t;
+typedef cf::KeySpan<cf_key_t, CF_KEY_ITEMS> cf_key_span_t;
+
+namespace cf {
+// What the look-back carries over runs of keys: heads counted, and one past the position of
+// the last of them (0 for none).
+struct RunMark {
+    u64 count, end;
+};
+struct RunMarkOp {
+    typedef RunMark Acc;
+    __device__ __forceinline__ RunMark identity() const { return RunMark{0, 0}; }
+    __device__ __forceinline__ RunMark combine(const RunMark& a, const RunMark& b) const {
+        return RunMark{a.count + b.count, b.end ? b.end : a.end};
+    }
+};
+}  // namespace cf
+
+// At most 64 registers a thread (1024 / CF_BLOCK blocks a multiprocessor at least): at 110,
+// two blocks of 256 a multiprocessor, 2^24 short runs took 2.37 ms on an H100, 1.75 at 64.
+#ifndef CF_BY_KEY_MIN_BLOCKS
+#define CF_BY_KEY_MIN_BLOCKS (CF_BLOCK < 1024 ? 1024 / CF_BLOCK : 1)
+#endif
+extern "C" __global__ void __launch_bounds__(CF_BLOCK, CF_BY_KEY_MIN_BLOCKS)
+cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles,
+                 cf::u64 cap, cf_key_t* __restrict__ keys_out, cf_out_t* __restrict__ out,
+                 cf::u64* __restrict__ lengths_out, cf::u64* __restrict__ runs_out, unsigned long long* ticket,
+                 unsigned long long* agg_slots, unsigned long long* incl_slots, cf::u64* long_hdr,
+                 const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    constexpr int WARPS = CF_BLOCK / 32;
+    constexpr int SPAN = cf_key_span_t::SPAN;
+    __shared__ unsigned short places[WARPS][SPAN];
+    __shared__ cf::RunMark marks[WARPS];
+    __shared__ cf::RunMark tile_prefix;
+    __shared__ cf_acc_t smem[2][1];  // unused by a one-warp group
+    __shared__ unsigned char order[WARPS][32];
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
+    const cf::RunMarkOp marker;
+    const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
+    cf::u64 t = 0;
+    unsigned epoch = 1;
+    if (tiles > 1) cf::take_ticket(ticket, tiles, t, epoch);
+    const cf::u64 base = (t * WARPS + warp) * SPAN;
+    const unsigned heads = cf_key_span_t::heads(keys, n, base, cf_key_span_t::aligned(keys));
+    const unsigned k = __reduce_add_sync(~0u, (unsigned)__popc(heads));
+    {
+        const unsigned last =
+            __reduce_max_sync(~0u, heads ? cf_key_span_t::place(lane, 31 - __clz(heads)) + 1 : 0u);
+        if (lane == 0) marks[warp] = cf::RunMark{k, last ? base + last : 0};
+    }
+    // The values of a span with a run head, asked of the L1 while the look-back runs (a line
+    // a lane; a span inside a long run leaves its values to the long pass).
+    if (k > 0) {
+        const cf::u64 end = base + SPAN < n ? base + SPAN : n;
+        const unsigned long long a = reinterpret_cast<unsigned long long>(x + base);
+        const unsigned long long b = reinterpret_cast<unsigned long long>(x + end);
+        for (unsigned long long line = (a & ~127ull) + (unsigned long long)lane * 128; line < b; line += 32 * 128)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(line < a ? a : line));
+    }
+    __syncthreads();
+    if (tiles > 1 && warp == 0) {
+        cf::RunMark tile = marker.identity();
+        for (int w = 0; w < WARPS; ++w) tile = marker.combine(tile, marks[w]);
+        const cf::NodeSlots<cf::RunMark> aggs{agg_slots, epoch}, incls{incl_slots, epoch};
+        if (lane == 0) {
+            if (t == 0) incls.publish(0, tile);
+            else aggs.publish(t, tile);
+        }
+        const cf::RunMark prefix = t > 0 ? cf::chained_look_back(marker, aggs, incls, t, tile) : marker.identity();
+        if (lane == 0) tile_prefix = prefix;
+    }
+    // Each warp's heads listed in order while warp 0 looks back (then warp 0's).
+    unsigned short* list = places[warp];
+    cf_key_span_t::list_heads(heads, list);
+    if (tiles > 1) __syncthreads();
+    if (base >= n) return;
+    // Runs before this span, and one past where the last of them starts (0: none).
+    cf::RunMark before = tiles > 1 ? tile_prefix : marker.identity();
+    for (int w = 0; w < warp; ++w) before = marker.combine(before, marks[w]);
+    // The span's bounds in order: the open run's start (if any), its heads, then n in the
+    // last span; run r0 + j is bounds j .. j + 1.
+    const bool open = before.end != 0, last_span = n - base <= (cf::u64)SPAN;
+    const unsigned bounds = (open ? 1u : 0u) + k + (last_span ? 1u : 0u);
+    const auto bound = [&](unsigned i) -> cf::u64 {
+        if (open && i == 0) return before.end - 1;
+        const unsigned h = i - (open ? 1u : 0u);
+        return h < k ? base + list[h] : n;
+    };
+    const cf::u64 r0 = before.count - (open ? 1u : 0u);
+    for (unsigned first = 0; first + 1 < bounds; first += 32) {
+        const unsigned j = first + lane;
+        const bool have = j + 1 < bounds;
+        const cf::u64 lo = have ? bound(j) : 0, hi = have ? bound(j + 1) : 0, r = r0 + j;
+        const bool valid = have && r < cap;
+        cf::thread_step<cf_op_t, CF_K, CF_VEC, CF_ORDER_FREE != 0, CF_LONG_TILE_LOG>(
+            op, x, n, valid, r, lo, hi, false, out, long_hdr, smem, order[warp]);
+        if (valid) {
+            keys_out[r] = __ldg(keys + lo);
+            lengths_out[r] = hi - lo;
+        }
+    }
+    if (last_span && lane == 0) *runs_out = before.count + k;
 }
 #endif
 #endif

@@ -120,6 +120,54 @@ fn runs_are_those_of_a_plain_loop_for_every_key_width() {
     check_runs(&[9u32], |k| *k as u64, "one key");
 }
 
+/// `reduce_by_key_into` of `keys` and `x` into outputs of room `cap` (poisoned first): the
+/// first runs as the CPU's `want`, the count of all of them, nothing written past them or
+/// past `cap`.
+fn check_into<K: Element + PartialEq + std::fmt::Debug, T: DeviceValue, O: Operator<T>>(
+    reducer: &cufold::segment::SegmentReducer<T, O>,
+    keys: &impl cudarc::driver::DevicePtr<K>,
+    x: &CudaSlice<T>,
+    want: &cufold::segment::ByKey<K, O::Out>,
+    cap: usize,
+    what: &str,
+) {
+    let g = gpu();
+    let runs = want.lengths.len();
+    let mut k = upload(g, &vec![keys_poison::<K>(); cap + 3]);
+    let mut v = upload(g, &vec![poison::<O::Out>(); cap]);
+    let mut l = upload(g, &vec![u64::MAX; cap + 1]);
+    let mut count = upload(g, &[7u64, 9]);
+    reducer
+        .reduce_by_key_into(keys, x, &mut k.slice_mut(..cap), &mut v, &mut l, &mut count)
+        .unwrap();
+    assert_eq!(download(&count), [runs as u64, 9], "{what}: count");
+    let (k, v, l) = (download(&k), download(&v), download(&l));
+    let m = runs.min(cap);
+    assert_eq!(k[..m], want.keys[..m], "{what}: keys");
+    assert_eq!(l[..m], want.lengths[..m], "{what}: lengths");
+    for (r, (g, c)) in v[..m].iter().zip(&want.values).enumerate() {
+        assert!(same(g, c), "{what}: run {r}: GPU {g:?}, CPU {c:?}");
+    }
+    assert!(
+        k[m..].iter().all(|x| *x == keys_poison::<K>()),
+        "{what}: keys past the runs"
+    );
+    assert!(
+        l[m..].iter().all(|&x| x == u64::MAX),
+        "{what}: lengths past the runs"
+    );
+    let p = poison::<O::Out>();
+    assert!(
+        v[m..].iter().all(|x| same(x, &p)),
+        "{what}: values past the runs"
+    );
+}
+
+/// A key no test's runs use.
+fn keys_poison<K: Element>() -> K {
+    K::from_f64(77.0)
+}
+
 fn check_by_key<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let g = gpu();
     let s = seed(test);
@@ -154,6 +202,27 @@ fn check_by_key<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
             assert!(same(g, c), "{test}: run {r}, {at}: GPU {g:?}, CPU {c:?}");
         }
     }
+    // One pass into the caller's buffers: room for every key, exactly for the runs, and
+    // for fewer runs than there are (the count still all of them).
+    let runs = cpu.lengths.len();
+    for cap in [keys.len(), runs, runs / 2] {
+        check_into(
+            &reducer,
+            &kd,
+            &xd,
+            &cpu,
+            cap,
+            &format!("{test}: into, room {cap}"),
+        );
+    }
+    check_into(
+        &reducer,
+        &pd.slice(1..),
+        &xd,
+        &cpu,
+        runs,
+        &format!("{test}: into, keys at an offset"),
+    );
     if O::SCANNABLE {
         let scanner = g.segment_scanner::<T, O>(op).unwrap();
         for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
@@ -219,7 +288,41 @@ fn bad_by_key_calls_are_errors_and_empty_keys_give_no_runs() {
     let mut n = upload(g, &[0u64]);
     let e = runs.offsets_into(&keys, &mut short, &mut n).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LengthMismatch, "{e}");
+    let (mut ko, mut vo, mut lo) = (
+        upload(g, &[0u32; 3]),
+        upload(g, &[0.0f32; 3]),
+        upload(g, &[0u64; 3]),
+    );
+    let mut no_count = upload(g, &[] as &[u64]);
+    let mut count = upload(g, &[5u64]);
+    let e = r
+        .reduce_by_key_into(&keys, &x, &mut ko, &mut vo, &mut lo, &mut count)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch, "{e}");
+    let e = r
+        .reduce_by_key_into(
+            &keys,
+            &upload(g, &[1.0f32; 3]),
+            &mut ko,
+            &mut vo,
+            &mut lo,
+            &mut no_count,
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch, "{e}");
+    assert!(e.to_string().contains("run count"), "{e}");
     // No keys: no runs, nothing launched, the count written as 0.
+    let none_x = upload(g, &[] as &[f32]);
+    r.reduce_by_key_into(
+        &upload(g, &[] as &[u32]),
+        &none_x,
+        &mut ko,
+        &mut vo,
+        &mut lo,
+        &mut count,
+    )
+    .unwrap();
+    assert_eq!(download(&count), [0]);
     let none = upload(g, &[] as &[u32]);
     let by = r.reduce_by_key(&none, &upload(g, &[] as &[f32])).unwrap();
     assert!(by.keys.is_empty() && by.values.is_empty() && by.lengths.is_empty());
@@ -243,6 +346,48 @@ fn run_kernels_compile_for_hopper_for_every_key_width() {
         }
     }
     assert!(cufold::segment::runs_kernel_source(3).is_err());
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn one_pass_by_key_has_the_cpu_bits_over_many_tiles_and_key_widths() {
+    // Over 2^21 keys: more than 256 tiles of 8192 (the look-back's big Fenwick nodes), the
+    // long list (inputs of 2^20 or more) for the runs over 4096, runs that end exactly at a
+    // tile's or a span's end, and many short runs.
+    let s = seed("one_pass_by_key_has_the_cpu_bits_over_many_tiles_and_key_widths");
+    let mut r = Rng(s);
+    let mut lengths = vec![8192, 8192 - 5, 5, 1 << 20, 3, 4097, 4096, 70_001, 1];
+    while lengths.iter().sum::<usize>() < (5 << 20) / 2 {
+        lengths.push(match r.next() % 50 {
+            0 => 100 + (r.next() % 5000) as usize,
+            _ => 1 + (r.next() % 40) as usize,
+        });
+    }
+    fn one<K: Element + PartialEq + std::fmt::Debug, T: Gen + DeviceValue, O: Operator<T>>(
+        op: O,
+        keys: &[K],
+        s: u64,
+    ) {
+        let g = gpu();
+        let x: Vec<T> = data(keys.len(), s);
+        let want = Cpu::new().reduce_by_key(keys, &x, op).unwrap();
+        let reducer = g.segment_reducer::<T, O>(op).unwrap();
+        let (kd, xd) = (upload(g, keys), upload(g, &x));
+        let what = format!("{} keys, {} of {}", K::NAME, O::NAME, T::cuda_name());
+        check_into(&reducer, &kd, &xd, &want, keys.len(), &what);
+        let by = reducer.reduce_by_key(&kd, &xd).unwrap();
+        assert_eq!(download(&by.lengths), want.lengths, "{what}: lengths");
+        assert!(same(&download(&by.values), &want.values), "{what}: values");
+    }
+    one::<u32, f32, _>(Sum, &keys_of(&lengths, |r| (r % 3) as u32), s);
+    one::<u8, f64, _>(Sum, &keys_of(&lengths, |r| (r % 2) as u8), s);
+    one::<u64, f32, _>(ArgMax, &keys_of(&lengths, |r| r as u64 * 77), s);
+    one::<bf16, Affine<f32>, _>(
+        Compose,
+        &keys_of(&lengths, |r| bf16::from_f64((r % 5) as f64 - 2.0)),
+        s,
+    );
+    one::<f32, f16, _>(Max, &keys_of(&lengths, |r| [0.0f32, -0.0][r % 2]), s);
 }
 
 #[test]

@@ -1,13 +1,14 @@
 //! Reductions and scans by key: runs of equal consecutive keys are the segments (module
 //! [`segment`](crate::segment), "By key").
 
-use super::gpu::SegmentArgs;
+use super::gpu::{by_key_items, clear_long_list, SegmentArgs, LONG_PASS_MIN_N};
 use super::{SegmentReducer, SegmentScanner};
 use crate::cpu::Cpu;
 use crate::element::{DeviceValue, Element};
 use crate::error::{Error, ErrorKind, Result};
 use crate::gpu::{get_or_try, jit, resident_grid, Gpu};
 use crate::ops::{CudaOp, Operator, Sum};
+use crate::scan::look_back_bytes;
 use crate::scan::{ScanKind, Scanner};
 use cudarc::driver::{
     CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
@@ -20,6 +21,9 @@ const RUN_BLOCK: u32 = 256;
 /// Keys per lane of a warp's span (a span: `32 * RUN_ITEMS` keys, one count of heads each).
 const RUN_ITEMS: u32 = 32;
 const RUN_SPAN: u64 = 32 * RUN_ITEMS as u64;
+/// Bytes of what the one-pass reduction by key's tiles publish (`cf::RunMark`: heads
+/// counted, one past the last head's position).
+const RUN_MARK_BYTES: usize = 16;
 /// Spans per block of the run kernels (a warp each).
 const RUN_WARPS: u64 = RUN_BLOCK as u64 / 32;
 
@@ -556,6 +560,157 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         }
         drop(_g6);
         Ok(out)
+    }
+
+    /// Reduces each run of equal consecutive `keys` over the matching `values` in one pass
+    /// over both, into the caller's buffers: run `r` gets its key in `keys_out[r]`, its
+    /// result in `values_out[r]` and its length in `lengths_out[r]`, and the number of runs
+    /// goes to `runs[0]`. Never waits for the stream (module [`segment`](crate::segment),
+    /// "By key").
+    ///
+    /// The outputs need room for every run: `keys.len()` always suffices. Runs past the
+    /// shortest output are not written (nothing is written outside the buffers), and
+    /// `runs[0]` still gets the number of runs, so a caller that reads a count above its
+    /// capacity knows the outputs were short. Scratch: the handle's (64 bytes per 8192 keys
+    /// and, for inputs of 2^20 or more, the long list).
+    ///
+    /// Errors, before any launch: keys and values of different lengths, or `runs` empty
+    /// ([`ErrorKind::LengthMismatch`]).
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let s = gpu.stream();
+    /// let keys = s.clone_htod(&[4u32, 4, 1, 1, 1, 4]).unwrap();
+    /// let x = s.clone_htod(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    /// let (mut k, mut v) = (s.alloc_zeros::<u32>(6).unwrap(), s.alloc_zeros::<f32>(6).unwrap());
+    /// let (mut len, mut runs) = (s.alloc_zeros::<u64>(6).unwrap(), s.alloc_zeros::<u64>(1).unwrap());
+    /// let sums = gpu.segment_reducer::<f32, _>(cufold::ops::Sum)?;
+    /// sums.reduce_by_key_into(&keys, &x, &mut k, &mut v, &mut len, &mut runs)?;
+    /// assert_eq!(s.clone_dtoh(&runs).unwrap(), [3]);
+    /// assert_eq!(s.clone_dtoh(&v).unwrap()[..3], [3.0, 12.0, 6.0]);
+    /// assert_eq!(s.clone_dtoh(&k).unwrap()[..3], [4, 1, 4]);
+    /// assert_eq!(s.clone_dtoh(&len).unwrap()[..3], [2, 3, 1]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce_by_key_into<K: Element>(
+        &self,
+        keys: &impl DevicePtr<K>,
+        values: &impl DevicePtr<T>,
+        keys_out: &mut impl DevicePtrMut<K>,
+        values_out: &mut impl DevicePtrMut<O::Out>,
+        lengths_out: &mut impl DevicePtrMut<u64>,
+        runs: &mut impl DevicePtrMut<u64>,
+    ) -> Result<()> {
+        check_keys(keys.len(), values.len())?;
+        check_room("the run count buffer", runs.len(), 1)?;
+        key_word(std::mem::size_of::<K>())?;
+        let n = keys.len() as u64;
+        let cap = keys_out.len().min(values_out.len()).min(lengths_out.len()) as u64;
+        let stream = self.gpu.stream();
+        let (runs_ptr, _g6) = runs.device_ptr_mut(stream);
+        if n == 0 {
+            // SAFETY: runs_ptr holds at least one u64 (checked), used on this stream.
+            return unsafe {
+                cudarc::driver::result::memset_d8_async(runs_ptr, 0, 8, stream.cu_stream())
+            }
+            .map_err(|e| Error::driver("writing the runs of no keys", e));
+        }
+        let (keys_ptr, _g1) = keys.device_ptr(stream);
+        let (x_ptr, _g2) = values.device_ptr(stream);
+        let (k_out, _g3) = keys_out.device_ptr_mut(stream);
+        let (v_out, _g4) = values_out.device_ptr_mut(stream);
+        let (l_out, _g5) = lengths_out.device_ptr_mut(stream);
+        // SAFETY: n keys and values; `cap` values in each output, one count.
+        unsafe { self.launch_by_key::<K>(keys_ptr, x_ptr, n, cap, (k_out, v_out, l_out), runs_ptr) }
+    }
+
+    /// Enqueues the one-pass reduction by key (kernels/segment.cuh, `cf_reduce_by_key`) of
+    /// the `n > 0` keys at `keys` and values at `x`: runs below `cap` into the outputs (keys,
+    /// values, lengths), the number of runs into `runs`; then, for inputs of
+    /// [`LONG_PASS_MIN_N`] or more, the long pass over the runs listed.
+    ///
+    /// # Safety
+    ///
+    /// `keys` and `x` hold `n` keys and values; each output holds `cap` values; `runs` holds
+    /// one u64.
+    unsafe fn launch_by_key<K: Element>(
+        &self,
+        keys: u64,
+        x: u64,
+        n: u64,
+        cap: u64,
+        (k_out, v_out, l_out): (u64, u64, u64),
+        runs: u64,
+    ) -> Result<()> {
+        let bytes = std::mem::size_of::<K>();
+        let f = self.by_key_kernel(bytes, key_word(bytes)?)?;
+        let block = self.shape.block;
+        // A block per tile of a span a warp, tiles in ticket order (kernels/segment.cuh).
+        let tile = u64::from(block) * u64::from(by_key_items(block));
+        let tiles = n.div_ceil(tile);
+        let grid = u32::try_from(tiles)
+            .ok()
+            .filter(|&g| g <= i32::MAX as u32)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::TooLarge,
+                    format!(
+                        "a reduction by key of {n} keys needs more tiles than one launch takes"
+                    ),
+                )
+            })?;
+        let slot_bytes = if tiles > 1 {
+            look_back_bytes(tiles, RUN_MARK_BYTES)
+        } else {
+            0
+        };
+        let long = match n >= LONG_PASS_MIN_N {
+            true => Some(self.long_pass()?),
+            false => None,
+        };
+        let list_bytes = long.as_ref().map_or(0, |l| l.list_bytes(n));
+        let stream = &self.gpu.inner.stream;
+        let mut arena = self.gpu.inner.scratch.lock().unwrap();
+        arena.with_lease(stream, slot_bytes, list_bytes, |lease| {
+            let hdr = if long.is_some() { lease.plain } else { 0 };
+            if hdr != 0 {
+                clear_long_list(stream, hdr)?;
+            }
+            // Each tile's own mark, then its inclusive prefix (cf::chained_look_back).
+            let (aggs, incls) = (lease.slots, lease.slots + slot_bytes as u64 / 2);
+            let mut b = stream.launch_builder(f);
+            b.arg(&keys)
+                .arg(&x)
+                .arg(&n)
+                .arg(&tiles)
+                .arg(&cap)
+                .arg(&k_out)
+                .arg(&v_out)
+                .arg(&l_out)
+                .arg(&runs)
+                .arg(&lease.ticket)
+                .arg(&aggs)
+                .arg(&incls)
+                .arg(&hdr)
+                .arg(&*self.params);
+            let cfg = LaunchConfig {
+                grid_dim: (grid, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: (const word* keys, const In* x, u64 n, u64 tiles, u64 cap, word*, Out*,
+            // u64* lengths, u64* runs, u64* ticket, u64* aggs, u64* incls, u64* long_hdr,
+            // OpBytes): the caller's buffers, written below `cap` only; the ticket counter is
+            // zero and its next word the last epoch (the arena's contract); aggs and incls
+            // hold a slot of a 16-byte mark per tile each; the long list is cleared.
+            unsafe { b.launch(cfg) }
+                .map_err(|e| Error::driver("launching the reduction by key", e))?;
+            match &long {
+                // SAFETY: the list the launch above filled, over the same values and outputs.
+                Some(l) => unsafe { l.launch(hdr, x, n, v_out) },
+                None => Ok(()),
+            }
+        })
     }
 }
 

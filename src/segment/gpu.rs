@@ -75,18 +75,50 @@ fn warp_loads(mean: u64, vec: u32, most: u32) -> u32 {
 /// assert!(src.contains("#define CF_GROUP 32") && src.contains("#include \"cufold/segment.cuh\""));
 /// ```
 pub fn kernel_source(op: &CudaOp, param_bytes: usize, shape: &ReduceShape, group: u32) -> String {
-    jit::kernel_source(
-        "segment",
-        op,
-        &[
-            ("CF_BLOCK", shape.block.to_string()),
-            ("CF_GROUP", group.to_string()),
-            ("CF_K", shape.loads.to_string()),
-            ("CF_VEC", shape.vec.to_string()),
-            ("CF_ORDER_FREE", (shape.order_free as u32).to_string()),
-            ("CF_OP_BYTES", param_bytes.to_string()),
-        ],
-    )
+    jit::kernel_source("segment", op, &segment_defines(param_bytes, shape, group))
+}
+
+/// The defines of the segmented reduction kernel's source ([`kernel_source`]).
+fn segment_defines(
+    param_bytes: usize,
+    shape: &ReduceShape,
+    group: u32,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("CF_BLOCK", shape.block.to_string()),
+        ("CF_GROUP", group.to_string()),
+        ("CF_K", shape.loads.to_string()),
+        ("CF_VEC", shape.vec.to_string()),
+        ("CF_ORDER_FREE", (shape.order_free as u32).to_string()),
+        ("CF_OP_BYTES", param_bytes.to_string()),
+    ]
+}
+
+/// Keys a lane takes in the one-pass reduction by key (kernels/segment.cuh,
+/// `cf_reduce_by_key`) for blocks of `block` threads: 32 (a warp's span of 1024 keys), 16
+/// for blocks over 512, so that the block's lists of heads stay within 32 KiB of shared
+/// memory.
+pub(super) fn by_key_items(block: u32) -> u32 {
+    if block > 512 {
+        16
+    } else {
+        32
+    }
+}
+
+/// The source of the one-pass reduction by key (kernels/segment.cuh, `cf_reduce_by_key`):
+/// the thread schedule's ([`kernel_source`] with one thread per segment) for keys whose
+/// unsigned word is `key_word`.
+pub(super) fn by_key_source(
+    op: &CudaOp,
+    param_bytes: usize,
+    shape: &ReduceShape,
+    key_word: &str,
+) -> String {
+    let mut defines = segment_defines(param_bytes, shape, 1);
+    defines.push(("CF_KEY_WORD", key_word.to_string()));
+    defines.push(("CF_KEY_ITEMS", by_key_items(shape.block).to_string()));
+    jit::kernel_source("segment", op, &defines)
 }
 
 /// Compiles the segmented reduction kernel of `op` for the GPU architecture `arch` (such
@@ -138,10 +170,10 @@ pub fn compile_kernel(
 pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
     pub(super) gpu: Gpu,
     op: O,
-    params: Box<ParamBlob>,
+    pub(super) params: Box<ParamBlob>,
     param_bytes: usize,
     config: SegmentConfig,
-    shape: ReduceShape,
+    pub(super) shape: ReduceShape,
     split_shape: ReduceShape,
     thread: OnceLock<CudaFunction>,
     /// The warp schedule's kernels by the log2 of their loads ([`warp_loads`]).
@@ -153,6 +185,8 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
     /// The long pass's chunk kernel and the blocks of it the device holds at once.
     long_chunks_fn: OnceLock<(CudaFunction, u64)>,
     long_combine_fn: OnceLock<CudaFunction>,
+    /// The one-pass reduction by key, by the log2 of the key's bytes.
+    pub(super) by_key: [OnceLock<CudaFunction>; 4],
     whole: OnceLock<Reducer<T, O>>,
     pub(super) runs: RunCache,
     _input: PhantomData<fn(T)>,
@@ -190,6 +224,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             combine_fn: OnceLock::new(),
             long_chunks_fn: OnceLock::new(),
             long_combine_fn: OnceLock::new(),
+            by_key: Default::default(),
             whole: OnceLock::new(),
             runs: RunCache::default(),
             _input: PhantomData,
@@ -453,6 +488,20 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             })
     }
 
+    /// The one-pass reduction by key (kernels/segment.cuh, `cf_reduce_by_key`) for keys of
+    /// `bytes` bytes whose unsigned word is `key_word`, on the thread schedule's shape;
+    /// compiled (or loaded) on first use.
+    pub(super) fn by_key_kernel(&self, bytes: usize, key_word: &str) -> Result<&CudaFunction> {
+        get_or_try(&self.by_key[bytes.trailing_zeros() as usize], || {
+            let cuda = self.op.cuda();
+            let shape = self.shape;
+            let key = (shape, 1u32, self.param_bytes, key_word);
+            self.gpu.kernel("cf_reduce_by_key", &cuda, &key, || {
+                by_key_source(&cuda, self.param_bytes, &shape, key_word)
+            })
+        })
+    }
+
     /// # Safety
     ///
     /// As [`launch_segments`].
@@ -496,10 +545,41 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         // Ragged offsets on the thread schedule: segments too long for a warp (a long tail of
         // lengths) are listed for the long pass, chunks of them a block each, then a block
         // per listed segment joining its chunks.
+        let long = self.long_pass()?;
+        let mut arena = self.gpu.inner.scratch.lock().unwrap();
+        arena.with_lease(
+            &self.gpu.inner.stream,
+            0,
+            long.list_bytes(args.n),
+            |lease| {
+                let hdr = lease.plain;
+                clear_long_list(&self.gpu.inner.stream, hdr)?;
+                // SAFETY: the caller's buffers; the long list has the layout the kernel derives
+                // from n (long_list_layout).
+                unsafe {
+                    launch_segments(
+                        &self.gpu,
+                        f,
+                        plan.grid,
+                        block,
+                        &args,
+                        write_empty,
+                        hdr,
+                        &self.params,
+                        what,
+                    )?;
+                    long.launch(hdr, args.x_ptr, args.n, args.out_ptr)
+                }
+            },
+        )
+    }
+
+    /// The long pass's kernels, compiled (or loaded) on first use.
+    pub(super) fn long_pass(&self) -> Result<LongPass<'_, T, O>> {
         // Blocks of CF_LONG_BLOCK for operators that are not order-free (kernels/long_list.cuh;
         // the thread schedule's loads, on which the chunks' least length depends), the
         // reducer's own for the others.
-        let long_shape = match O::ORDER_FREE {
+        let shape = match O::ORDER_FREE {
             true => self.shape,
             false => ReduceShape {
                 block: defines::CF_LONG_BLOCK,
@@ -511,66 +591,89 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         // a second round at 40 registers a thread (6 a multiprocessor); 16 segments of 2^24
         // f32 summed in 0.446 ms (ncu), 60% of the warps active, 0.415 ms with the grid
         // from the occupancy calculator.
-        let (chunks_fn, wave) = get_or_try(&self.long_chunks_fn, || {
-            let f = self.compile("cf_segment_long_chunks", long_shape, long_shape.block)?;
+        let (chunks, wave) = get_or_try(&self.long_chunks_fn, || {
+            let f = self.compile("cf_segment_long_chunks", shape, shape.block)?;
             let sm_count = self.gpu.props().sm_count;
-            let grid = resident_grid(&f, long_shape.block, 0, sm_count, "long-chunk")?;
+            let grid = resident_grid(&f, shape.block, 0, sm_count, "long-chunk")?;
             Ok((f, grid))
         })?;
-        let combine_fn = self.kernel_with(
+        let combine = self.kernel_with(
             &self.long_combine_fn,
             "cf_segment_long_combine",
-            long_shape,
-            long_shape.block,
+            shape,
+            shape.block,
         )?;
-        let (entries, chunk_cap, bytes) = long_list_layout(
-            args.n,
+        Ok(LongPass {
+            reducer: self,
+            shape,
+            chunks,
+            wave: *wave,
+            combine,
+        })
+    }
+}
+
+/// The reduction's long pass (kernels/segment.cuh): after a thread-schedule launch that
+/// filled the long list, a block per chunk of each listed segment, then a block per listed
+/// segment joining its chunks.
+pub(super) struct LongPass<'a, T: DeviceValue, O: Operator<T>> {
+    reducer: &'a SegmentReducer<T, O>,
+    shape: ReduceShape,
+    chunks: &'a CudaFunction,
+    /// The chunk kernel's blocks the device holds at once.
+    wave: u64,
+    combine: &'a CudaFunction,
+}
+
+impl<T: DeviceValue, O: Operator<T>> LongPass<'_, T, O> {
+    /// Bytes of the long list for an input of `n` elements ([`long_list_layout`]).
+    pub(super) fn list_bytes(&self, n: u64) -> usize {
+        self.layout(n).2
+    }
+
+    fn layout(&self, n: u64) -> (u64, u64, usize) {
+        long_list_layout(
+            n,
             defines::CF_LONG_MIN_LOG,
             defines::CF_LONG_CHUNK_MIN_LOG,
             std::mem::size_of::<O::Acc>(),
-        );
-        let dev = &self.gpu.inner.props;
-        let stream = &self.gpu.inner.stream;
-        let mut arena = self.gpu.inner.scratch.lock().unwrap();
-        arena.with_lease(stream, 0, bytes, |lease| {
-            let hdr = lease.plain;
-            clear_long_list(stream, hdr)?;
-            // SAFETY: the caller's buffers; the long list has the layout the kernel derives
-            // from n (long_list_layout).
-            unsafe {
-                launch_segments(
-                    &self.gpu,
-                    f,
-                    plan.grid,
-                    block,
-                    &args,
-                    write_empty,
-                    hdr,
-                    &self.params,
-                    what,
-                )?
-            };
-            let cfg = |g: u64| LaunchConfig {
-                grid_dim: (g.max(1) as u32, 1, 1),
-                block_dim: (long_shape.block, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut b = stream.launch_builder(chunks_fn);
-            b.arg(&args.x_ptr).arg(&args.n).arg(&hdr).arg(&*self.params);
-            // SAFETY: (const In*, u64 n, u64* long_hdr, OpBytes): the list the launch above
-            // filled, chunks within the listed segments of x.
-            unsafe { b.launch(cfg((*wave).min(chunk_cap))) }
-                .map_err(|e| Error::driver("launching the long segments' chunk kernel", e))?;
-            let mut c = stream.launch_builder(combine_fn);
-            c.arg(&args.n)
-                .arg(&hdr)
-                .arg(&args.out_ptr)
-                .arg(&*self.params);
-            // SAFETY: (u64 n, u64* long_hdr, Out*, OpBytes): outputs of listed segments only.
-            unsafe { c.launch(cfg(dev.resident_blocks(long_shape.block).min(entries))) }
-                .map(|_| ())
-                .map_err(|e| Error::driver("launching the long segments' combine kernel", e))
-        })
+        )
+    }
+
+    /// Enqueues the long pass over the list at `hdr` that a launch before it on the stream
+    /// filled, for the `n` inputs at `x_ptr`: the listed segments' results into `out_ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `hdr` holds [`Self::list_bytes`] for `n`, filled by a thread-schedule launch over the
+    /// same inputs and outputs (their entries name segments of x and outputs in out).
+    pub(super) unsafe fn launch(&self, hdr: u64, x_ptr: u64, n: u64, out_ptr: u64) -> Result<()> {
+        let (entries, chunk_cap, _) = self.layout(n);
+        let r = self.reducer;
+        let stream = &r.gpu.inner.stream;
+        let cfg = |g: u64| LaunchConfig {
+            grid_dim: (g.max(1) as u32, 1, 1),
+            block_dim: (self.shape.block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = stream.launch_builder(self.chunks);
+        b.arg(&x_ptr).arg(&n).arg(&hdr).arg(&*r.params);
+        // SAFETY: (const In*, u64 n, u64* long_hdr, OpBytes): the list the launch before
+        // filled, chunks within the listed segments of x.
+        unsafe { b.launch(cfg(self.wave.min(chunk_cap))) }
+            .map_err(|e| Error::driver("launching the long segments' chunk kernel", e))?;
+        let mut c = stream.launch_builder(self.combine);
+        c.arg(&n).arg(&hdr).arg(&out_ptr).arg(&*r.params);
+        let grid = r
+            .gpu
+            .inner
+            .props
+            .resident_blocks(self.shape.block)
+            .min(entries);
+        // SAFETY: (u64 n, u64* long_hdr, Out*, OpBytes): outputs of listed segments only.
+        unsafe { c.launch(cfg(grid)) }
+            .map(|_| ())
+            .map_err(|e| Error::driver("launching the long segments' combine kernel", e))
     }
 }
 
