@@ -8,11 +8,12 @@
 //! traffic: input, outputs and offsets once) and `sum_by_key` (`reduce_by_key` with key `i`
 //! on every element of segment `i`, so that its runs are the shape's segments; traffic: the
 //! keys, the input and the three outputs once; the time includes the one wait for the
-//! number of runs).
+//! number of runs), and `sum_by_key_into` (the one-pass `reduce_by_key_into`, into buffers
+//! with room for every key, no wait; the same traffic counted).
 //!
 //! ```text
 //! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw,mid,wide,narrow]
-//!                                    [--ops sum,max,argmax,cumsum,sum_by_key]
+//!                                    [--ops sum,max,argmax,cumsum,sum_by_key,sum_by_key_into]
 //!                                    [--schedule thread|warp|lanes|block|whole]
 //!                                    [--block 256] [--scan-block 256]
 //!                                    [--reps 20] [--json OUT.json]
@@ -53,7 +54,8 @@ struct Args {
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = DEFAULT_SHAPES,
           value_parser = clap::builder::PossibleValuesParser::new(ALL_SHAPES.split(',')))]
     shapes: Vec<String>,
-    /// The operations (cumsum: the segmented inclusive scan; sum_by_key: reduce_by_key).
+    /// The operations (cumsum: the segmented inclusive scan; sum_by_key: reduce_by_key;
+    /// sum_by_key_into: reduce_by_key_into).
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = "sum,max,argmax",
           value_parser = clap::builder::PossibleValuesParser::new(ALL_OPS.split(',')))]
     ops: Vec<String>,
@@ -319,7 +321,8 @@ fn run_cumsum(
 }
 
 /// `reduce_by_key` of Sum with key `i` (u32) on segment `i`'s elements, so that the runs
-/// are the shape's segments (rows: packed, the stride ignored).
+/// are the shape's segments (rows: packed, the stride ignored); `into`: also (and timed)
+/// `reduce_by_key_into`, into buffers with room for every key.
 fn run_sum_by_key(
     gpu: &Gpu,
     shape_name: &str,

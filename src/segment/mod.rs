@@ -45,7 +45,15 @@
 //! for the stream once, after the runs are counted (as `torch.unique_consecutive` does);
 //! runs fewer than the multiprocessors and [`WHOLE_MIN_LEN`] long on average take the
 //! thread schedule's long pass, as segments by offsets do ([`plan_reduction`],
-//! [`plan_scan`]). [`KeyRuns::offsets_into`] alone enqueues and never waits.
+//! [`plan_scan`]). [`KeyRuns::offsets_into`] never waits, nor does
+//! [`SegmentReducer::reduce_by_key_into`], the one-pass form into the caller's buffers (room
+//! for every key always suffices; the number of runs goes to a device buffer): a block takes
+//! a span of 1024 keys a warp, finds their run heads, learns the runs before it from the blocks
+//! before (a decoupled look-back over integer counts, so no bit depends on timing), and
+//! reduces each run that ends in its spans with the same tree as a segment by offsets. It
+//! reads the keys once where the waiting form reads them twice; on an H100 it was faster for
+//! short and power-law runs and slower for long ones (BENCHMARKS.md, "Segments, seventeenth
+//! step").
 //!
 //! ```
 //! use cufold::{ops, segment::Rows, Cpu};
