@@ -134,7 +134,7 @@ cf_run_count(const cf_word_t* __restrict__ k, cf::u64 n, cf::u64 spans, cf::u64*
     const cf::u64 warps = (cf::u64)gridDim.x * (CF_BLOCK / 32);
     for (cf::u64 s = (cf::u64)blockIdx.x * (CF_BLOCK / 32) + (threadIdx.x >> 5); s < spans; s += warps) {
         const unsigned heads = cf_span_t::heads(k, n, s * CF_SPAN, aligned);
-        if (heads_out) heads_out[s * 32 + lane] = heads;
+        heads_out[s * 32 + lane] = heads;
         const unsigned c = __reduce_add_sync(0xffffffffu, (unsigned)__popc(heads));
         if (lane == 0) counts[s] = c;
     }

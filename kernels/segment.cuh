@@ -526,6 +526,17 @@ __device__ __forceinline__ void raw_bounds(u64 s, const u64* __restrict__ offset
     }
 }
 
+// The lines of x[start, end) asked of the L1 without waiting by a warp, a line a lane: the
+// first 32 lines, or all of them (ALL).
+template <bool ALL, class T> __device__ __forceinline__ void prefetch_lines(const T* x, u64 start, u64 end) {
+    if (start >= end) return;
+    const u64 a = reinterpret_cast<u64>(x + start), b = reinterpret_cast<u64>(x + end);
+    for (u64 line = (a & ~127ull) + (u64)(threadIdx.x & 31) * 128; line < b; line += 32 * 128) {
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(line < a ? a : line));
+        if (!ALL) return;
+    }
+}
+
 // A thread-schedule warp's step from `base` (lane l holding segment base + l's bounds,
 // unchecked): the lines of its span, from the first segment's start to the last one's end
 // (clamped to n), asked of the L1 without waiting, the first 32 at most, a line a lane.
@@ -535,10 +546,7 @@ __device__ __forceinline__ void prefetch_step(const T* x, u64 n, u64 base, u64 s
     const int last = segments - base > 32 ? 31 : (int)(segments - base - 1);
     u64 start = __shfl_sync(~0u, lo, 0), end = __shfl_sync(~0u, hi, last);
     if (end > n) end = n;
-    if (start >= end) return;
-    const u64 a = reinterpret_cast<u64>(x + start), b = reinterpret_cast<u64>(x + end);
-    const u64 line = (a & ~127ull) + (u64)(threadIdx.x & 31) * 128;
-    if (line < b) asm volatile("prefetch.global.L1 [%0];" ::"l"(line < a ? a : line));
+    prefetch_lines<false>(x, start, end);
 }
 
 // log2 of a long segment's chunk: at least 2^CF_LONG_CHUNK_MIN_LOG positions and one tile of
@@ -953,13 +961,7 @@ cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ 
     }
     // The values of a span with a run head, asked of the L1 while the look-back runs (a line
     // a lane; a span inside a long run leaves its values to the long pass).
-    if (k > 0) {
-        const cf::u64 end = base + SPAN < n ? base + SPAN : n;
-        const unsigned long long a = reinterpret_cast<unsigned long long>(x + base);
-        const unsigned long long b = reinterpret_cast<unsigned long long>(x + end);
-        for (unsigned long long line = (a & ~127ull) + (unsigned long long)lane * 128; line < b; line += 32 * 128)
-            asm volatile("prefetch.global.L1 [%0];" ::"l"(line < a ? a : line));
-    }
+    if (k > 0) cf::prefetch_lines<true>(x, base, base + SPAN < n ? base + SPAN : n);
     __syncthreads();
     if (tiles > 1 && warp == 0) {
         cf::RunMark tile = marker.identity();

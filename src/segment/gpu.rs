@@ -526,52 +526,37 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let write_empty = u32::from(!O::EMPTY_IS_ERROR);
         let block = self.config.get_block();
         let what = "launching the segmented reduction kernel";
+        // SAFETY (of each call): the caller's buffers; `hdr` is 0 or the long list, laid out
+        // as the kernel derives it from n (long_list_layout).
+        let launch = |hdr: u64| unsafe {
+            launch_segments(
+                &self.gpu,
+                f,
+                plan.grid,
+                block,
+                &args,
+                write_empty,
+                hdr,
+                &self.params,
+                what,
+            )
+        };
         if plan.schedule != Schedule::Thread || args.off_ptr == 0 || args.n < LONG_PASS_MIN_N {
-            // SAFETY: the caller's.
-            return unsafe {
-                launch_segments(
-                    &self.gpu,
-                    f,
-                    plan.grid,
-                    block,
-                    &args,
-                    write_empty,
-                    0,
-                    &self.params,
-                    what,
-                )
-            };
+            return launch(0);
         }
         // Ragged offsets on the thread schedule: segments too long for a warp (a long tail of
         // lengths) are listed for the long pass, chunks of them a block each, then a block
         // per listed segment joining its chunks.
         let long = self.long_pass()?;
+        let stream = &self.gpu.inner.stream;
         let mut arena = self.gpu.inner.scratch.lock().unwrap();
-        arena.with_lease(
-            &self.gpu.inner.stream,
-            0,
-            long.list_bytes(args.n),
-            |lease| {
-                let hdr = lease.plain;
-                clear_long_list(&self.gpu.inner.stream, hdr)?;
-                // SAFETY: the caller's buffers; the long list has the layout the kernel derives
-                // from n (long_list_layout).
-                unsafe {
-                    launch_segments(
-                        &self.gpu,
-                        f,
-                        plan.grid,
-                        block,
-                        &args,
-                        write_empty,
-                        hdr,
-                        &self.params,
-                        what,
-                    )?;
-                    long.launch(hdr, args.x_ptr, args.n, args.out_ptr)
-                }
-            },
-        )
+        arena.with_lease(stream, 0, long.list_bytes(args.n), |lease| {
+            let hdr = lease.plain;
+            clear_long_list(stream, hdr)?;
+            launch(hdr)?;
+            // SAFETY: the list the launch above filled, over the same inputs and outputs.
+            unsafe { long.launch(hdr, args.x_ptr, args.n, args.out_ptr) }
+        })
     }
 
     /// The long pass's kernels, compiled (or loaded) on first use.
