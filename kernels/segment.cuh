@@ -906,9 +906,17 @@ cf_segment_combine(const cf_acc_t* __restrict__ partials, cf::u64 rows, cf::u64 
 // a span (a run that started in an earlier span reads that span's values again). H100,
 // ms, 2^24 short runs / 16 runs of 2^24 (BENCHMARKS.md): cf::look_back's canonical
 // grouping, every earlier leaf of the tile's chunk waited for, 1.75 / 1.33; the decoupled
-// look-back 1.44 / 1.17 (0.99 with values prefetched for spans with a head only); a look-back a warp, no barrier, 3.73 / 3.04 (ncu: waiting on the
-// loads of the look-back); each warp two, four or eight spans in turn (larger tiles, fewer
-// look-backs): 2^24 short runs 1.82 / 2.21 / 2.55 ms against 1.43 for one.
+// look-back 1.44 / 1.17 (0.99 with values prefetched for spans with a head only); a
+// look-back a warp, no barrier, 3.73 / 3.04 (ncu: waiting on the loads of the look-back);
+// each warp two, four or eight spans in turn (larger tiles, fewer look-backs): 2^24 short
+// runs 1.82 / 2.21 / 2.55 ms against 1.43 for one. The block's own tile's keys asked of the
+// cache before its ticket: 1.34 / 0.93 (of the L2 instead, the same; the keys of the tile
+// 128 to 528 tickets ahead, 1.67-1.76 / 0.93-1.03; the guessed tile's heads found before the
+// ticket, 1.51 / 1.11). Blocks that each draw tiles until the last (a grid the device holds),
+// the next tile's keys copied to shared memory (cp.async) while this one's runs are
+// reduced: 2.64 / 1.40 (likely, not measured: the 32 KiB of staged keys a block leave the L1
+// too little room for the values asked of it).
+// Without the runs (results wrong) 0.82 / 0.59 ms, without the look-back too 0.76 / 0.41.
 typedef CF_KEY_WORD cf_key_t;
 typedef cf::KeySpan<cf_key_t, CF_KEY_ITEMS> cf_key_span_t;
 
@@ -950,6 +958,10 @@ cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ 
     const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
     cf::u64 t = 0;
     unsigned epoch = 1;
+    // A block's ticket is most often its own index: that tile's keys are asked of the L1
+    // before the ticket comes back.
+    const cf::u64 guess = ((cf::u64)blockIdx.x * WARPS + warp) * SPAN;
+    cf::prefetch_lines<true>(keys, guess, guess + SPAN < n ? guess + SPAN : n);
     if (tiles > 1) cf::take_ticket(ticket, tiles, t, epoch);
     const cf::u64 base = (t * WARPS + warp) * SPAN;
     const unsigned heads = cf_key_span_t::heads(keys, n, base, cf_key_span_t::aligned(keys));

@@ -388,6 +388,27 @@ fn one_pass_by_key_has_the_cpu_bits_over_many_tiles_and_key_widths() {
         s,
     );
     one::<f32, f16, _>(Max, &keys_of(&lengths, |r| [0.0f32, -0.0][r % 2]), s);
+    // Tiles of one warp, two warps, and 32 warps (blocks over 512 take spans of 512 keys,
+    // `by_key_items`): the same runs and bits.
+    let keys = keys_of(&lengths, |r| (r % 3) as u32);
+    let x: Vec<f32> = data(keys.len(), s);
+    let want = Cpu::new().reduce_by_key(&keys, &x, Sum).unwrap();
+    let (kd, xd) = (upload(gpu(), &keys), upload(gpu(), &x));
+    let pd = upload(gpu(), &[&[7u32][..], &keys].concat());
+    for block in [32, 64, 1024] {
+        let config = SegmentConfig::default().block(block);
+        let reducer = gpu().segment_reducer_with::<f32, _>(Sum, config).unwrap();
+        let what = format!("blocks of {block}");
+        check_into(&reducer, &kd, &xd, &want, keys.len(), &what);
+        check_into(
+            &reducer,
+            &pd.slice(1..),
+            &xd,
+            &want,
+            keys.len(),
+            &format!("{what}, keys at an offset"),
+        );
+    }
 }
 
 #[test]
