@@ -13,7 +13,8 @@
 #                                        and a copy, same call
 #   bash scripts/gpu-session.sh examples the examples that need a GPU
 #   bash scripts/gpu-session.sh segment  segmented reductions across shapes beside PyTorch and
-#                                        CuPy (scripts/segment_peers.py), same call
+#                                        CuPy (scripts/segment_peers.py) and CUB's reduction by
+#                                        key (scripts/cub_by_key.cu), same call
 #   bash scripts/gpu-session.sh mc       fused Monte Carlo samples/s beside PyTorch's
 #                                        (scripts/mc_peers.py), same call
 set -uo pipefail
@@ -72,6 +73,10 @@ segment)
   echo "cufold exit $?"; grep -E 'MISMATCH|rror|GB/s' "$out/segment.txt"
   python3 scripts/segment_peers.py --json "$out/peers_segment.json" > "$out/peers_segment.txt" 2>&1
   echo "peers exit $?"; cat "$out/peers_segment.txt"
+  # CUB's reduction by key on the by-key shapes (C++: nvcc is on the CUDA machine).
+  nvcc -O3 -std=c++17 -arch=sm_90 scripts/cub_by_key.cu -o /tmp/cub_by_key &&
+    /tmp/cub_by_key short,powerlaw,narrow,mid,wide,square,long 20 | tee "$out/cub_by_key.txt"
+  echo "cub exit $?"
   ;;
 reduce)
   .gpu/bin/bench-gpu_reduce --log2 24,28 --json "$out/reduce.json" > "$out/reduce.txt" 2>&1

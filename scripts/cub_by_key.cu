@@ -1,0 +1,134 @@
+// CUB's reduction by key (cub::DeviceReduce::ReduceByKey, Sum of f32 values over u32 keys)
+// on the shapes of benches/gpu_segment.rs (the same splitmix64 lengths), timed as the bench
+// times cufold: median of `reps` event-timed calls into preallocated outputs. For the
+// device machine, where nvcc is there and Rust is not:
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 scripts/cub_by_key.cu -o /tmp/cub_by_key
+//   /tmp/cub_by_key short,powerlaw,narrow,mid,wide,square,long 20
+//
+// Prints, per shape: runs, elements, ms, and GB/s counting keys and values read and the
+// keys, sums and lengths of the runs written once (the bench's count, so that the columns
+// compare; CUB writes no lengths, so its own traffic is 8 bytes a run less).
+#include <cub/device/device_reduce.cuh>
+#include <cuda/std/functional>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#define CHECK(x)                                                                        \
+    do {                                                                                \
+        cudaError_t e = (x);                                                            \
+        if (e != cudaSuccess) {                                                         \
+            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
+            std::exit(1);                                                               \
+        }                                                                               \
+    } while (0)
+
+struct SplitMix {
+    uint64_t state = 0x5eed;
+    uint64_t next() {
+        state += 0x9e3779b97f4a7c15ull;
+        uint64_t z = state;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+};
+
+static std::vector<uint64_t> lengths_of(const std::string& name) {
+    SplitMix r;
+    std::vector<uint64_t> l;
+    const auto rows = [&](uint64_t count, uint64_t len) { l.assign(count, len); };
+    if (name == "short") {
+        for (int i = 0; i < (1 << 24); ++i) l.push_back(4 + r.next() % 29);
+    } else if (name == "powerlaw") {
+        uint64_t total = 0;
+        while (total < (1ull << 26)) {
+            const double u = ((double)(r.next() >> 11) + 0.5) / (double)(1ull << 53);
+            const uint64_t x = std::clamp<uint64_t>((uint64_t)std::floor(std::pow(u, -1.0 / 1.2)), 1, 1ull << 22);
+            l.push_back(x);
+            total += x;
+        }
+    } else if (name == "square") rows(1 << 14, 1 << 14);
+    else if (name == "long") rows(16, 1 << 24);
+    else if (name == "mid") rows(1 << 18, 1 << 10);
+    else if (name == "wide") rows(1 << 15, 1 << 13);
+    else if (name == "narrow") rows(1 << 21, 1 << 7);
+    else {
+        std::fprintf(stderr, "unknown shape %s\n", name.c_str());
+        std::exit(2);
+    }
+    return l;
+}
+
+int main(int argc, char** argv) {
+    const std::string shapes = argc > 1 ? argv[1] : "short,powerlaw,narrow,mid,wide,square,long";
+    const int reps = argc > 2 ? std::atoi(argv[2]) : 20;
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("# CUB %d.%d.%d DeviceReduce::ReduceByKey on %s, median of %d event-timed calls\n",
+                CUB_MAJOR_VERSION, CUB_MINOR_VERSION, CUB_SUBMINOR_VERSION, prop.name, reps);
+    std::stringstream ss(shapes);
+    std::string name;
+    while (std::getline(ss, name, ',')) {
+        const std::vector<uint64_t> lengths = lengths_of(name);
+        std::vector<uint32_t> keys;
+        for (size_t i = 0; i < lengths.size(); ++i) keys.insert(keys.end(), lengths[i], (uint32_t)i);
+        const size_t n = keys.size(), runs = lengths.size();
+        std::vector<float> values(n);
+        SplitMix r;
+        for (auto& v : values) v = (float)((r.next() >> 40) * (1.0 / (1 << 24)));
+        uint32_t *k, *k_out;
+        float *x, *v_out;
+        uint64_t* count;
+        CHECK(cudaMalloc(&k, n * 4));
+        CHECK(cudaMalloc(&x, n * 4));
+        CHECK(cudaMalloc(&k_out, n * 4));
+        CHECK(cudaMalloc(&v_out, n * 4));
+        CHECK(cudaMalloc(&count, 8));
+        CHECK(cudaMemcpy(k, keys.data(), n * 4, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(x, values.data(), n * 4, cudaMemcpyHostToDevice));
+        size_t temp_bytes = 0;
+        void* temp = nullptr;
+        const auto call = [&]() {
+            return cub::DeviceReduce::ReduceByKey(temp, temp_bytes, k, k_out, x, v_out, count,
+                                                  cuda::std::plus<float>{}, (int64_t)n);
+        };
+        CHECK(call());
+        CHECK(cudaMalloc(&temp, temp_bytes));
+        CHECK(call());
+        uint64_t got = 0;
+        CHECK(cudaMemcpy(&got, count, 8, cudaMemcpyDeviceToHost));
+        if (got != runs) std::printf("MISMATCH %s: %llu runs, want %zu\n", name.c_str(), (unsigned long long)got, runs);
+        cudaEvent_t a, b;
+        CHECK(cudaEventCreate(&a));
+        CHECK(cudaEventCreate(&b));
+        std::vector<float> ms;
+        for (int i = 0; i < reps; ++i) {
+            CHECK(cudaEventRecord(a));
+            CHECK(call());
+            CHECK(cudaEventRecord(b));
+            CHECK(cudaEventSynchronize(b));
+            float t = 0;
+            CHECK(cudaEventElapsedTime(&t, a, b));
+            ms.push_back(t);
+        }
+        std::sort(ms.begin(), ms.end());
+        const double med = ms[ms.size() / 2];
+        const double bytes = (double)n * 8 + (double)runs * (4 + 4 + 8);
+        std::printf("cub     reduce_by_key   %-9s %9zu runs %11zu elems %9.4f ms %8.1f GB/s\n", name.c_str(), runs, n, med,
+                    bytes / (med * 1e-3) / 1e9);
+        CHECK(cudaFree(temp));
+        CHECK(cudaFree(k));
+        CHECK(cudaFree(x));
+        CHECK(cudaFree(k_out));
+        CHECK(cudaFree(v_out));
+        CHECK(cudaFree(count));
+    }
+    return 0;
+}
