@@ -507,6 +507,10 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
 #define CF_REDUCE_LANE_MAX 8
 #define CF_REDUCE_FREE_LANE_MAX 32
 #define CF_REDUCE_GROUP_MAX 64
+// With mid groups (the reduction by key's one pass, operators that are not order-free),
+// groups of sixteen lanes take the segments of CF_REDUCE_GROUP_MAX + 1 to CF_REDUCE_MID_MAX
+// positions, two at a time, instead of the whole warp one at a time.
+#define CF_REDUCE_MID_MAX 128
 // In the reduction's thread schedule with a long list (ragged offsets with a long tail),
 // segments longer than 2^CF_LONG_MIN_LOG go to the long pass instead of a warp: aligned
 // chunks of at least 2^CF_LONG_CHUNK_MIN_LOG positions, a block per chunk, then a block per
@@ -571,10 +575,12 @@ template <int TILE_LOG> __device__ __forceinline__ int long_chunk_log(u64 len) {
 // lanes, eight or four at a time (cf::group_trees), and longer ones to the whole warp, one
 // after another, so that no lane reads a long segment alone while the others wait; with a
 // long list (`long_hdr` not null), those over 2^CF_LONG_MIN_LOG are listed for the long pass
-// instead (chunks of at least 2^TILE_LOG). The bits are the same either way. An empty
-// segment gets finish(identity, 0) if `write_empty`. `smem` is the warp group's (unused by
-// one warp), `order` 32 bytes of shared memory for the warp. Every lane calls it.
-template <class Op, int K, int VEC, bool ORDER_FREE, int TILE_LOG>
+// instead (chunks of at least 2^TILE_LOG). MID_GROUPS: segments up to CF_REDUCE_MID_MAX go
+// to groups of sixteen lanes, two at a time, before the warp takes the longer ones. The
+// bits are the same either way. An empty segment gets finish(identity, 0) if
+// `write_empty`. `smem` is the warp group's (unused by one warp), `order` 32 bytes of
+// shared memory for the warp. Every lane calls it.
+template <class Op, int K, int VEC, bool ORDER_FREE, int TILE_LOG, bool MID_GROUPS = false>
 __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In* __restrict__ x, u64 n, bool valid,
                                             u64 s, u64 lo, u64 hi, bool write_empty, typename Op::Out* out,
                                             u64* long_hdr, typename Op::Acc (*smem)[1], unsigned char* order) {
@@ -589,7 +595,8 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
     // / 1233 / 1078.
     constexpr int LANE_MAX = ORDER_FREE ? CF_REDUCE_FREE_LANE_MAX : CF_REDUCE_LANE_MAX;
     const bool grouped = valid && len > LANE_MAX && len <= CF_REDUCE_GROUP_MAX;
-    const bool longer = valid && len > CF_REDUCE_GROUP_MAX;
+    const bool mid = MID_GROUPS && valid && len > CF_REDUCE_GROUP_MAX && len <= CF_REDUCE_MID_MAX;
+    const bool longer = valid && len > (MID_GROUPS ? CF_REDUCE_MID_MAX : CF_REDUCE_GROUP_MAX);
     // Each lane reads its own segment from global memory: staging the warp's span in
     // shared memory (stage_span, which the scan's thread schedule uses to coalesce
     // its stores) made these reductions slower on an H100 (short segments 1.08 ->
@@ -602,6 +609,14 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
     // only where lanes hand down segments of half the longest or less (not for
     // order-free operators, whose lanes keep those).
     constexpr bool FOURS = LANE_MAX < CF_REDUCE_GROUP_MAX / 2;
+    // The mid groups' segments, runs of 128 on an H100 (2^21 of them, f32 Sum by key, one
+    // pass): 1.24 ms by the whole warp one at a time, 0.93 by groups of sixteen lanes. For
+    // segments by offsets the tier measured no faster, and order-free operators' short
+    // segments slower with it compiled in (argmax, 2^24 of 4 to 32: 0.75 -> 0.88 ms), so it
+    // is the one pass's, for operators with a tree.
+    if constexpr (MID_GROUPS)
+        if (__any_sync(~0u, mid))
+            group_trees<16, CF_REDUCE_MID_MAX / 16, ORDER_FREE>(op, x, mid, lo, len, t, order);
     if (__any_sync(~0u, grouped && len > CF_REDUCE_GROUP_MAX / 2))
         group_trees<8, CF_REDUCE_GROUP_MAX / 8, ORDER_FREE>(op, x, grouped, lo, len, t, order);
     else if (FOURS && __any_sync(~0u, grouped))
@@ -899,8 +914,10 @@ cf_segment_combine(const cf_acc_t* __restrict__ partials, cf::u64 rows, cf::u64 
 //              at the span's start (if a head ends it), the runs between its heads, and, in
 //              the last span, the last run: run r gets its key, its length and its result,
 //              the canonical tree over its own positions (cf::thread_step, as for segments
-//              by offsets; a run over 2^CF_LONG_MIN_LOG goes to the long list when there is
-//              one), written only for r < cap. The last span writes the number of runs.
+//              by offsets, with groups of sixteen lanes for runs of 65 to 128 positions
+//              where the operator is not order-free; a run over 2^CF_LONG_MIN_LOG goes to
+//              the long list when there is one), written only for r < cap. The last span
+//              writes the number of runs.
 //
 // The keys are read once (a run's key again, from cache), the values once for runs within
 // a span (a run that started in an earlier span reads that span's values again). H100,
@@ -1009,7 +1026,7 @@ cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ 
         const bool have = j + 1 < bounds;
         const cf::u64 lo = have ? bound(j) : 0, hi = have ? bound(j + 1) : 0, r = r0 + j;
         const bool valid = have && r < cap;
-        cf::thread_step<cf_op_t, CF_K, CF_VEC, CF_ORDER_FREE != 0, CF_LONG_TILE_LOG>(
+        cf::thread_step<cf_op_t, CF_K, CF_VEC, CF_ORDER_FREE != 0, CF_LONG_TILE_LOG, CF_ORDER_FREE == 0>(
             op, x, n, valid, r, lo, hi, false, out, long_hdr, smem, order[warp]);
         if (valid) {
             keys_out[r] = __ldg(keys + lo);

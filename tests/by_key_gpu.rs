@@ -21,10 +21,12 @@ fn download<T: DeviceValue>(d: &CudaSlice<T>) -> Vec<T> {
 }
 
 /// Run lengths: around the spans (1024 keys) and blocks (8 spans), a run over many of them,
+/// around the lengths where lanes, groups of lanes and warps take over (8, 32, 64, 128),
 /// many short runs.
 fn run_lengths(seed: u64) -> Vec<usize> {
     let mut lengths = vec![
-        1, 1, 4095, 1, 4096, 2, 70_001, 3, 8191, 1, 1023, 1024, 1, 1025,
+        1, 1, 4095, 1, 4096, 2, 70_001, 3, 8191, 1, 1023, 1024, 1, 1025, 8, 9, 32, 33, 64, 65, 100,
+        127, 128, 129, 5,
     ];
     let mut r = Rng(seed);
     lengths.extend((0..3000).map(|_| 1 + (r.next() % 40) as usize));
@@ -360,6 +362,7 @@ fn one_pass_by_key_has_the_cpu_bits_over_many_tiles_and_key_widths() {
     while lengths.iter().sum::<usize>() < (5 << 20) / 2 {
         lengths.push(match r.next() % 50 {
             0 => 100 + (r.next() % 5000) as usize,
+            1..=3 => 50 + (r.next() % 100) as usize,
             _ => 1 + (r.next() % 40) as usize,
         });
     }
