@@ -12,7 +12,7 @@
 // each; a segment that finds no room (offsets that overlap) stays with its warp.
 //
 //   reduction   segments over 2^CF_LONG_MIN_LOG, chunks of 2^CF_LONG_CHUNK_MIN_LOG or more
-//               (kernels/segment.cuh: a block per chunk, then a block per segment);
+//               (kernels/segment.cuh: a block per chunk, then a warp per segment);
 //   scan        segments over half a tile of the device-wide scan (and over 4096 positions),
 //               chunks of one tile
 //               (kernels/scan.cuh, cf_scan_long: the device-wide scan's tiles and look-back,
@@ -22,7 +22,7 @@
 #include "cufold/types.cuh"
 
 // The reduction's long list (kernels/segment.cuh): segments over 4096 positions, in chunks
-// of 4096 or more (at most half of the segment's tree, so that the joining block's tree is
+// of 4096 or more (at most half of the segment's tree, so that the joining warp's tree is
 // the segment's). With segments over 2^16 listed (chunks of 2^14), the warps kept the
 // segments of 257 to 65536 positions, one tile after another, and the power-law shape
 // waited on its warps with the longest: sum 718 -> 960 GB/s, max 727 -> 1064, argmax 673

@@ -513,7 +513,7 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
 #define CF_REDUCE_MID_MAX 128
 // In the reduction's thread schedule with a long list (ragged offsets with a long tail),
 // segments longer than 2^CF_LONG_MIN_LOG go to the long pass instead of a warp: aligned
-// chunks of at least 2^CF_LONG_CHUNK_MIN_LOG positions, a block per chunk, then a block per
+// chunks of at least 2^CF_LONG_CHUNK_MIN_LOG positions, a block per chunk, then a warp per
 // long segment joining its chunks (the list: kernels/long_list.cuh).
 
 namespace cf {
@@ -555,7 +555,7 @@ __device__ __forceinline__ void prefetch_step(const T* x, u64 n, u64 base, u64 s
 
 // log2 of a long segment's chunk: at least 2^CF_LONG_CHUNK_MIN_LOG positions and one tile of
 // the long pass's blocks (2^TILE_LOG), and at most 2^CF_LONG_CHUNKS_LOG chunks
-// (next_pow2(len) >> log; the joining block's one tile holds BLOCK * 8, 256 or more). 16
+// (next_pow2(len) >> log; the joining warp's one tile holds 32 * 8). 16
 // segments of 2^24 f32 by offsets, chunks of 2^16 against 2^13 (2048 a segment, the most a
 // block of 256 joins), H100, ms: sum 0.454 / 0.472, max 0.365 / 0.394, argmax 0.371 /
 // 0.42-0.45 (chunks of 2^18: the same as 2^16); power-law lengths unchanged (BENCHMARKS.md,
@@ -833,25 +833,29 @@ cf_segment_long_chunks(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64* long_h
     }
 }
 
-// Then a block per listed segment joins its chunk trees (at most CF_BLOCK * 8 of them after
-// padding to next_pow2(len)), as cf_segment_combine does for rows, and writes its result.
+// Then a warp per listed segment joins its chunk trees (at most 32 * 8 of them after padding
+// to next_pow2(len)): the tile tree over them, as cf_segment_combine's block does for a row,
+// and writes its result. (A block per segment, as rows have, left most of its threads
+// without a chunk and waited at barriers: 2^15 runs of 8192 by key, one chunk each, H100:
+// BENCHMARKS.md, "Segments, nineteenth step".)
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_segment_long_combine(cf::u64 n, cf::u64* long_hdr, cf_out_t* __restrict__ out,
                         const cf::OpBytes<CF_OP_BYTES> op_bytes) {
-    static_assert(CF_BLOCK * 8 >= (1 << CF_LONG_CHUNKS_LOG), "the joining block's tile holds a segment's chunks");
+    static_assert(32 * 8 >= (1 << CF_LONG_CHUNKS_LOG), "the joining warp's tile holds a segment's chunks");
+    constexpr int WARPS = CF_BLOCK / 32;
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
-    __shared__ cf_acc_t smem[2][CF_BLOCK / 32];
     const cf::LongList l = cf::reduce_long_list(long_hdr, n);
     const cf::u64 count = l.listed();
     const cf_acc_t* partials = l.partials<cf_acc_t>();
-    unsigned calls = 0;
-    for (cf::u64 slot = blockIdx.x; slot < count; slot += gridDim.x) {
+    for (cf::u64 slot = (cf::u64)blockIdx.x * WARPS + (threadIdx.x >> 5); slot < count;
+         slot += (cf::u64)gridDim.x * WARPS) {
         const cf::u64* e = l.entry(slot);
         const cf::u64 s = e[0], len = e[2], first = e[3];
         const int cl = cf::long_chunk_log<CF_LONG_TILE_LOG>(len);
         const cf::PartialLoader<cf_op_t> ld{partials + first, (len + (1ull << cl) - 1) >> cl};
-        const cf_acc_t t = cf::tile_reduce<cf_op_t, CF_BLOCK, 8, 1>(op, ld, 0, cf::next_pow2(len) >> cl, smem[calls++ & 1]);
-        if (threadIdx.x == 0) out[s] = op.finish(t, len);
+        // One warp: no block stage, so no shared memory.
+        const cf_acc_t t = cf::tile_reduce_at<cf_op_t, 32, 8, 1>(op, ld, 0, cf::next_pow2(len) >> cl, nullptr, 0);
+        if ((threadIdx.x & 31) == 0) out[s] = op.finish(t, len);
     }
 }
 

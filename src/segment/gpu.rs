@@ -599,7 +599,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
 }
 
 /// The reduction's long pass (kernels/segment.cuh): after a thread-schedule launch that
-/// filled the long list, a block per chunk of each listed segment, then a block per listed
+/// filled the long list, a block per chunk of each listed segment, then a warp per listed
 /// segment joining its chunks.
 pub(super) struct LongPass<'a, T: DeviceValue, O: Operator<T>> {
     reducer: &'a SegmentReducer<T, O>,
@@ -649,12 +649,13 @@ impl<T: DeviceValue, O: Operator<T>> LongPass<'_, T, O> {
             .map_err(|e| Error::driver("launching the long segments' chunk kernel", e))?;
         let mut c = stream.launch_builder(self.combine);
         c.arg(&n).arg(&hdr).arg(&out_ptr).arg(&*r.params);
+        // A warp per listed segment.
         let grid = r
             .gpu
             .inner
             .props
             .resident_blocks(self.shape.block)
-            .min(entries);
+            .min(entries.div_ceil(u64::from(self.shape.block / 32)));
         // SAFETY: (u64 n, u64* long_hdr, Out*, OpBytes): outputs of listed segments only.
         unsafe { c.launch(cfg(grid)) }
             .map(|_| ())
