@@ -1030,10 +1030,17 @@ cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ 
         const bool have = j + 1 < bounds;
         const cf::u64 lo = have ? bound(j) : 0, hi = have ? bound(j + 1) : 0, r = r0 + j;
         const bool valid = have && r < cap;
+        // The run's key is loaded before its tree and stored after it, so that the load's
+        // wait overlaps the tree (the empty asm keeps the compiler from moving the load down
+        // to the store). Loaded at the store, it was the one pass's longest single wait on
+        // short runs (ncu, H200); H200, ms, loaded at the store / early: 2^24 short runs 1.112
+        // / 1.048, power-law 0.424 / 0.404, with the keys' batched loads (cf::KeySpan).
+        const cf_key_t key = __ldg(keys + lo);
+        asm volatile("" ::"l"((unsigned long long)key));
         cf::thread_step<cf_op_t, CF_K, CF_VEC, CF_ORDER_FREE != 0, CF_LONG_TILE_LOG, CF_ORDER_FREE == 0>(
             op, x, n, valid, r, lo, hi, false, out, long_hdr, smem, order[warp]);
         if (valid) {
-            keys_out[r] = __ldg(keys + lo);
+            keys_out[r] = key;
             lengths_out[r] = hi - lo;
         }
     }
