@@ -261,8 +261,10 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
     if (threadIdx.x == 0) {
         partials[blockIdx.x] = total;
         __threadfence();
-        last = atomicAdd(ticket, 1ull) == gridDim.x - 1;
-        if (last) atomicExch(ticket, 0ull);
+        // The count is the word's low 32 bits; the high ones keep the tile-ordered
+        // kernels' epoch (cf::take_ticket), which the last block leaves as it found it.
+        last = (unsigned)atomicAdd(ticket, 1ull) == gridDim.x - 1;
+        if (last) atomicAdd(ticket, 0ull - gridDim.x);
     }
     __syncthreads();
     if (!last) return;

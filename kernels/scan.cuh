@@ -28,13 +28,11 @@
 // Published values carry the launch's epoch in every 64-bit word, so they need no flags
 // and no clearing between launches. Tile order and epoch live on the device, so that no
 // launch depends on numbers kept by the host and a captured CUDA graph replays correctly:
-// ticket[0] is the ticket counter, zero between launches; ticket[1] the last launch's epoch
-// (0 before the first). Each block reads ticket[1] before it takes its ticket, and the block
-// that takes the last ticket writes this launch's epoch there and puts the counter back to
-// zero: every block has read the old epoch by then (its read, a fence and its atomicAdd come
-// before the last atomicAdd, whose fence comes before the write), and the next launch on the
-// stream starts after this one ends. A tile waits only on earlier tiles, which hold their
-// tickets and so are running or done: no deadlock.
+// one word holds the ticket count (low 32 bits, zero between launches) and the last launch's
+// epoch (high 32 bits, 0 before the first); a block's atomicAdd on it returns both, and the
+// block that takes the last ticket writes this launch's epoch with a zero count
+// (cf::take_ticket). A tile waits only on earlier tiles, which hold their tickets and so are
+// running or done: no deadlock.
 #pragma once
 
 #include "cufold/block.cuh"

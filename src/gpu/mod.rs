@@ -1,6 +1,6 @@
 //! The GPU core that every primitive is built on: the [`Gpu`] handle (the caller's stream,
-//! the device's properties, [`GpuOptions`]), its scratch arena (one ticket counter, one
-//! epoch), kernel sources and NVRTC (`jit`), and the compiled-kernel cache (`cache`).
+//! the device's properties, [`GpuOptions`]), its scratch arena (one ticket word: a counter
+//! and an epoch), kernel sources and NVRTC (`jit`), and the compiled-kernel cache (`cache`).
 //!
 //! The primitives (`crate::reduce`, `crate::scan`) each add their own `impl Gpu` block with
 //! their entry points; this module knows none of them.

@@ -1,21 +1,24 @@
-//! A handle's temporary device memory: one arena, one ticket counter, one epoch.
+//! A handle's temporary device memory: one arena, one ticket word (a counter and an epoch).
 //!
 //! Layout of the one allocation:
 //!
 //! ```text
-//! [0, 256)                      the ticket counter (a u64 at 0)
+//! [0, 256)                      the ticket word (a u64 at 0)
 //! [256, 256 + slot_cap)         epoch-tagged slots (the scan's look-back)
 //! [256 + slot_cap, ... + plain) plain memory (the reduction's per-block partials)
 //! ```
 //!
 //! **Tickets.** Kernels that need their blocks in an order of their own (the scan's tiles,
-//! the reduction's last block) take tickets with `atomicAdd` on the counter (a u64 at 0),
-//! which is zero between launches: the block that takes a launch's last ticket puts it back.
+//! the reduction's last block) take tickets with `atomicAdd` on the ticket word (a u64 at 0),
+//! whose low 32 bits count the launch's tickets and are zero between launches: the block that
+//! takes a launch's last ticket puts them back.
 //!
 //! **Epochs.** Slots are published as 64-bit words holding a 32-bit value and the epoch of
 //! the launch that wrote it, so nothing is cleared between launches. The epoch is kept on the
-//! device too (the last launch's, a u64 at 8): each scan launch takes the next one, and its
-//! last ticket-taker writes it back (kernels/scan.cuh). Since neither number is passed from
+//! device too (the last launch's, the ticket word's high 32 bits, so that one `atomicAdd`
+//! returns a block's ticket and the epoch together, with no fence): each tile-ordered launch
+//! takes the next one, and its last ticket-taker writes it back (kernels/lookback.cuh,
+//! `cf::take_ticket`). Since neither number is passed from
 //! the host, a launch captured in a CUDA graph is right on every replay. The plain region is
 //! separate, so that no reduction's partial can ever read as a slot of a later epoch. When
 //! the arena grows, or after 2^32 - 2^16 slot-using launches enqueued by the host (graph
@@ -37,7 +40,7 @@ const MIN_REGION: usize = 64 * 1024;
 /// The device addresses and numbers one launch needs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Lease {
-    /// The ticket counter and the last epoch (two `unsigned long long`s).
+    /// The ticket word: the ticket count (low 32 bits) and the last epoch (high 32 bits).
     pub(crate) ticket: u64,
     /// The slot region.
     pub(crate) slots: u64,

@@ -576,7 +576,7 @@ pub(crate) unsafe fn launch_grid<Acc>(
         // SAFETY: the caller vouches for the kernel's parameters, `first` and `out_ptr`; the
         // blob holds at least the round_up(N, 16) bytes the driver copies; with more than
         // one block, the plain region holds at least `grid` accumulators and the ticket
-        // counter is zero (every launch's last ticket-taker puts it back), both this
+        // word's count is zero (every launch's last ticket-taker puts it back), both this
         // handle's and used only on this stream, in order.
         unsafe { launch.launch(cfg) }
             .map(|_| ())

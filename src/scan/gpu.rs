@@ -623,7 +623,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
             // copies, the operator's parameters first). x and y hold n
             // elements of In and Out (the same memory only for in-place scans, where In = Out
             // and the kernel reads every element of a tile before writing it). With more than
-            // one tile, the ticket counter is zero and the word after it holds the last
+            // one tile, the ticket word's count is zero and its high half holds the last
             // launch's epoch (each launch's last ticket-taker sees to both), and leaves and
             // nodes each hold `slot_words` 64-bit words per tile in the handle's slot region,
             // where no word carries the epoch this launch takes (the arena is zeroed before

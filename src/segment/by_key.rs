@@ -700,8 +700,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             };
             // SAFETY: (const word* keys, const In* x, u64 n, u64 tiles, u64 cap, word*, Out*,
             // u64* lengths, u64* runs, u64* ticket, u64* aggs, u64* incls, u64* long_hdr,
-            // OpBytes): the caller's buffers, written below `cap` only; the ticket counter is
-            // zero and its next word the last epoch (the arena's contract); aggs and incls
+            // OpBytes): the caller's buffers, written below `cap` only; the ticket word's count
+            // is zero and its high half the last epoch (the arena's contract); aggs and incls
             // hold a slot of a 16-byte mark per tile each; the long list is cleared.
             unsafe { b.launch(cfg) }
                 .map_err(|e| Error::driver("launching the reduction by key", e))?;

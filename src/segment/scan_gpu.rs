@@ -460,8 +460,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             let cfg = crate::scan::launch_config(shape, TypeSizes::of::<T, O>(), grid);
             // SAFETY: (const In*, Out*, u64 stride, u64 cols, u64 per_row, unsigned, u64*
             // ticket, u64* leaves, u64* nodes, OpBytes), as crate::scan::long_kernel says:
-            // the caller's rows and outputs; the ticket counter is zero and its next word the
-            // last epoch (the arena's contract, as for Scanner's launches); leaves and nodes
+            // the caller's rows and outputs; the ticket word's count is zero and its high half
+            // the last epoch (the arena's contract, as for Scanner's launches); leaves and nodes
             // hold `slot_words` words for each of the grid's tiles, in the slot region.
             unsafe { b.launch(cfg) }
                 .map(|_| ())
@@ -644,7 +644,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             // SAFETY: (const In*, Out*, u64 n, unsigned, u64* ticket, u64* leaves, u64*
             // nodes, u64* long_hdr, OpBytes), as crate::scan::long_kernel says. The list was
             // filled by the launch above, its segments lie within x (and y, as long as x);
-            // the ticket counter is zero and its next word the last epoch (the arena's
+            // the ticket word's count is zero and its high half the last epoch (the arena's
             // contract, as for Scanner's launches); leaves and nodes hold `slot_words` words
             // for each of the list's `tiles` tiles, in the slot region.
             unsafe { b.launch(cfg) }
