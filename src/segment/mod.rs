@@ -52,9 +52,9 @@
 //! before (a decoupled look-back over integer counts, so no bit depends on timing), and
 //! reduces each run that ends in its spans with the same tree as a segment by offsets. It
 //! reads the keys once where the waiting form reads them twice; on an H100 it was faster for
-//! short, power-law and 128-long runs and slower for longer ones, and the faster of the two
-//! beat CUB's `DeviceReduce::ReduceByKey` on every shape measured but power-law run lengths
-//! (BENCHMARKS.md, "Segments, nineteenth step").
+//! runs of up to 1024 and within 3% for longer ones, and the faster of the two beat CUB's
+//! `DeviceReduce::ReduceByKey` on every shape measured but power-law run lengths
+//! (BENCHMARKS.md, "Segments, twentieth step").
 //!
 //! ```
 //! use cufold::{ops, segment::Rows, Cpu};
