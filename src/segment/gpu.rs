@@ -545,7 +545,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             return launch(0);
         }
         // Ragged offsets on the thread schedule: segments too long for a warp (a long tail of
-        // lengths) are listed for the long pass, chunks of them a block each, then a block
+        // lengths) are listed for the long pass, chunks of them a block each, then a warp
         // per listed segment joining its chunks.
         let long = self.long_pass()?;
         let stream = &self.gpu.inner.stream;
