@@ -394,17 +394,24 @@ __device__ __forceinline__ void counter_push(const Op& op, Acc (&stack)[LEVELS],
     }
 }
 
+// next_pow2 for a 32-bit n <= 2^31 (short segments' trees, in 32-bit registers).
+__device__ __forceinline__ unsigned next_pow2_32(unsigned n) {
+    return n <= 1 ? 1u : 1u << (32 - __clz(n - 1));
+}
+
 // One thread's N positions first .. first + N - 1 of the n values at x (lifted with their
 // place, the identity from n on), reduced by cf::thread_reduce cut at `width`: a lane's
-// share of a short segment's tree (cf::thread_tree, cf::group_trees).
+// share of a short segment's tree (cf::thread_tree, cf::group_trees). Positions, n and the
+// width in 32 bits (segments of a few hundred values at most): with 64-bit ones, the
+// compares and next_pow2 took two instructions each in the one pass by key's rounds.
 template <int N, class Op>
-__device__ __forceinline__ typename Op::Acc padded_tree(const Op& op, const typename Op::In* __restrict__ x, u64 first,
-                                                        u64 n, u64 width) {
+__device__ __forceinline__ typename Op::Acc padded_tree(const Op& op, const typename Op::In* __restrict__ x,
+                                                        unsigned first, unsigned n, unsigned width) {
     typename Op::Acc items[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-        const u64 pos = first + i;
-        items[i] = pos < n ? op.lift(x[pos], pos) : op.identity();
+        const unsigned pos = first + i;
+        items[i] = pos < n ? op.lift(x[pos], (u64)pos) : op.identity();
     }
     thread_reduce(op, items, width);
     return items[0];
@@ -440,7 +447,7 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
         for (u64 b = 0; b < n; b += G) fold_run<G>(op, st, x, b, n);
         return Run<Op>::end(op, st);
     } else {
-        return padded_tree<MAX>(op, x, 0, n, next_pow2(n));
+        return padded_tree<MAX>(op, x, 0, (unsigned)n, next_pow2_32((unsigned)n));
     }
 }
 
@@ -476,21 +483,21 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
         const int src = k < count ? order[k] : 0;
         const u64 a = __shfl_sync(~0u, lo, src);
         const unsigned b = __shfl_sync(~0u, (unsigned)len, src);
-        const u64 m = k < count ? b : 0;
-        const u64 width = next_pow2(m);
+        const unsigned m = k < count ? b : 0;
+        const unsigned width = next_pow2_32(m);
         Acc v;
         if constexpr (ORDER_FREE) {
             typename Run<Op>::State st = Run<Op>::start(op);
             fold_run<VEC>(op, st, x + a, (u64)gl * VEC, m);
             v = Run<Op>::end(op, st);
         } else {
-            v = padded_tree<VEC>(op, x + a, (u64)gl * VEC, m, width);
+            v = padded_tree<VEC>(op, x + a, (unsigned)(gl * VEC), m, width);
         }
-        const u64 lanes = width / VEC;  // lanes of the group the tree spans
+        const unsigned lanes = width / VEC;  // lanes of the group the tree spans
 #pragma unroll
         for (int off = 1; off < GL; off <<= 1) {
             const Acc other = shfl_down(v, off);
-            if ((u64)off < lanes) v = op.combine(v, other);
+            if ((unsigned)off < lanes) v = op.combine(v, other);
         }
         const Acc t = shfl_idx(v, ((rank - first) % PER) * GL);
         if (grouped && rank >= first && rank - first < PER) mine = t;
@@ -969,7 +976,8 @@ cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ 
                  const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     constexpr int WARPS = CF_BLOCK / 32;
     constexpr int SPAN = cf_key_span_t::SPAN;
-    __shared__ unsigned short places[WARPS][SPAN];
+    static_assert(SPAN < 65536, "n's place after a span's heads fits 16 bits");
+    __shared__ unsigned short places[WARPS][SPAN + 1];  // a warp's heads, then n's place
     __shared__ cf::RunMark marks[WARPS];
     __shared__ cf::RunMark tile_prefix;
     __shared__ cf_acc_t smem[2][1];  // unused by a one-warp group
@@ -1016,19 +1024,25 @@ cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ 
     cf::RunMark before = tiles > 1 ? tile_prefix : marker.identity();
     for (int w = 0; w < warp; ++w) before = marker.combine(before, marks[w]);
     // The span's bounds in order: the open run's start (if any), its heads, then n in the
-    // last span; run r0 + j is bounds j .. j + 1.
+    // last span (its place after the heads in the list: n - base <= SPAN); run r0 + j is
+    // bounds j .. j + 1. One load and a select for each bound: with a branch for n and one
+    // for the open run, a round's two bounds took some 50 instructions (ncu, H100).
     const bool open = before.end != 0, last_span = n - base <= (cf::u64)SPAN;
     const unsigned bounds = (open ? 1u : 0u) + k + (last_span ? 1u : 0u);
-    const auto bound = [&](unsigned i) -> cf::u64 {
-        if (open && i == 0) return before.end - 1;
-        const unsigned h = i - (open ? 1u : 0u);
-        return h < k ? base + list[h] : n;
+    if (last_span && lane == 0) list[k] = (unsigned short)(n - base);
+    __syncwarp();
+    const auto bound = [&](unsigned i) -> cf::u64 {  // i < bounds
+        const bool at_open = open && i == 0;
+        const cf::u64 at = base + list[at_open ? 0u : i - (open ? 1u : 0u)];
+        return at_open ? before.end - 1 : at;
     };
     const cf::u64 r0 = before.count - (open ? 1u : 0u);
     for (unsigned first = 0; first + 1 < bounds; first += 32) {
         const unsigned j = first + lane;
         const bool have = j + 1 < bounds;
-        const cf::u64 lo = have ? bound(j) : 0, hi = have ? bound(j + 1) : 0, r = r0 + j;
+        // Lanes past the last run take the first one's bounds (bounds >= 2 here), unused.
+        const unsigned b = have ? j : 0u;
+        const cf::u64 lo = bound(b), hi = bound(b + 1), r = r0 + j;
         const bool valid = have && r < cap;
         // The run's key is loaded before its tree and stored after it, so that the load's
         // wait overlaps the tree (the empty asm keeps the compiler from moving the load down
