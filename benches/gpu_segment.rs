@@ -8,12 +8,15 @@
 //! traffic: input, outputs and offsets once) and `sum_by_key` (`reduce_by_key` with key `i`
 //! on every element of segment `i`, so that its runs are the shape's segments; traffic: the
 //! keys, the input and the three outputs once; the time includes the one wait for the
-//! number of runs), and `sum_by_key_into` (the one-pass `reduce_by_key_into`, into buffers
-//! with room for every key, no wait; the same traffic counted).
+//! number of runs), `sum_by_key_into` (the one-pass `reduce_by_key_into`, into buffers
+//! with room for every key, no wait; the same traffic counted) and `sum_by_key_no_lengths`
+//! (`reduce_by_key_into_without_lengths`, as CUB's `ReduceByKey`: the traffic less the
+//! lengths).
 //!
 //! ```text
 //! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw,mid,wide,narrow]
-//!                                    [--ops sum,max,argmax,cumsum,sum_by_key,sum_by_key_into]
+//!                                    [--ops sum,max,argmax,cumsum,sum_by_key,sum_by_key_into,
+//!                                           sum_by_key_no_lengths]
 //!                                    [--schedule thread|warp|lanes|block|whole]
 //!                                    [--block 256] [--scan-block 256]
 //!                                    [--reps 20] [--json OUT.json]
@@ -35,7 +38,7 @@ use common::median_ms;
 const DEFAULT_SHAPES: &str = "short,square,long,powerlaw,mid,wide,narrow";
 const ALL_SHAPES: &str =
     "short,square,long,powerlaw,mid,wide,narrow,rows2k,rows4k,long_offsets,few_offsets";
-const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key,sum_by_key_into";
+const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key,sum_by_key_into,sum_by_key_no_lengths";
 
 /// GPU segmented reductions and scans across shapes, GB/s of compulsory traffic, each result
 /// checked bit for bit against the CPU backend before timing. Lists are comma-separated.
@@ -55,7 +58,8 @@ struct Args {
           value_parser = clap::builder::PossibleValuesParser::new(ALL_SHAPES.split(',')))]
     shapes: Vec<String>,
     /// The operations (cumsum: the segmented inclusive scan; sum_by_key: reduce_by_key;
-    /// sum_by_key_into: reduce_by_key_into).
+    /// sum_by_key_into: reduce_by_key_into; sum_by_key_no_lengths:
+    /// reduce_by_key_into_without_lengths).
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = "sum,max,argmax",
           value_parser = clap::builder::PossibleValuesParser::new(ALL_OPS.split(',')))]
     ops: Vec<String>,
@@ -320,16 +324,27 @@ fn run_cumsum(
     Ok(bad.is_none())
 }
 
+/// Which reduction by key `run_sum_by_key` times.
+#[derive(Clone, Copy, PartialEq)]
+enum ByKey {
+    /// `reduce_by_key` (new buffers, one wait).
+    Waiting,
+    /// `reduce_by_key_into`.
+    Into,
+    /// `reduce_by_key_into_without_lengths`.
+    NoLengths,
+}
+
 /// `reduce_by_key` of Sum with key `i` (u32) on segment `i`'s elements, so that the runs
-/// are the shape's segments (rows: packed, the stride ignored); `into`: also (and timed)
-/// `reduce_by_key_into`, into buffers with room for every key.
+/// are the shape's segments (rows: packed, the stride ignored); `form` Into or NoLengths:
+/// also (and timed) the one pass into buffers with room for every key.
 fn run_sum_by_key(
     gpu: &Gpu,
     shape_name: &str,
     shape: &Shape,
     x_host: &[f32],
     reps: usize,
-    into: bool,
+    form: ByKey,
     rows_out: &mut Vec<serde_json::Value>,
 ) -> Res<bool> {
     let stream = gpu.stream();
@@ -361,13 +376,22 @@ fn run_sum_by_key(
     }
     let mut bad_any = bad;
     let runs = want.lengths.len();
-    let ms = if into {
+    let ms = if form != ByKey::Waiting {
         // Into buffers with room for every key, as a caller that does not count first holds.
         let (mut k, mut v) = (stream.alloc_zeros::<u32>(n)?, stream.alloc_zeros::<f32>(n)?);
-        let (mut l, mut c) = (stream.alloc_zeros::<u64>(n)?, stream.alloc_zeros::<u64>(1)?);
-        r.reduce_by_key_into(&kd, &xd, &mut k, &mut v, &mut l, &mut c)?;
+        let mut c = stream.alloc_zeros::<u64>(1)?;
+        let mut l = stream.alloc_zeros::<u64>(if form == ByKey::Into { n } else { 0 })?;
+        let once = |k: &mut CudaSlice<u32>,
+                    v: &mut CudaSlice<f32>,
+                    l: &mut CudaSlice<u64>,
+                    c: &mut CudaSlice<u64>| match form {
+            ByKey::Into => r.reduce_by_key_into(&kd, &xd, k, v, l, c),
+            _ => r.reduce_by_key_into_without_lengths(&kd, &xd, k, v, c),
+        };
+        once(&mut k, &mut v, &mut l, &mut c)?;
         let into_bad = stream.clone_dtoh(&c)?[0] as usize != runs
-            || stream.clone_dtoh(&l.slice(..runs))? != want.lengths
+            || (form == ByKey::Into && stream.clone_dtoh(&l.slice(..runs))? != want.lengths)
+            || stream.clone_dtoh(&k.slice(..runs))? != want.keys
             || stream
                 .clone_dtoh(&v.slice(..runs))?
                 .iter()
@@ -377,18 +401,16 @@ fn run_sum_by_key(
             eprintln!("MISMATCH sum_by_key_into {shape_name}");
             bad_any = true;
         }
-        median_ms(stream, reps, || {
-            r.reduce_by_key_into(&kd, &xd, &mut k, &mut v, &mut l, &mut c)
-        })?
+        median_ms(stream, reps, || once(&mut k, &mut v, &mut l, &mut c))?
     } else {
         median_ms(stream, reps, || r.reduce_by_key(&kd, &xd).map(|_| ()))?
     };
-    let op = if into {
-        "sum_by_key_into"
-    } else {
-        "sum_by_key"
+    let (op, length_bytes) = match form {
+        ByKey::Waiting => ("sum_by_key", 8),
+        ByKey::Into => ("sum_by_key_into", 8),
+        ByKey::NoLengths => ("sum_by_key_no_lengths", 0),
     };
-    let bytes = n * 8 + runs * (4 + 4 + 8);
+    let bytes = n * 8 + runs * (4 + 4 + length_bytes);
     let gbs = bytes as f64 / (ms * 1e-3) / 1e9;
     println!(
         "cufold  {op:15} {shape_name:9} {runs:>9} runs {n:>11} elems {ms:9.4} ms {gbs:8.1} GB/s{}",
@@ -455,8 +477,15 @@ fn main() -> Res<()> {
                 "max" => run(&gpu, Max, op, s, &shape, &host, &x, reps, &mut rows)?,
                 "argmax" => run(&gpu, ArgMax, op, s, &shape, &host, &x, reps, &mut rows)?,
                 "cumsum" => run_cumsum(&gpu, s, &shape, &host, &x, reps, &mut rows)?,
-                "sum_by_key" => run_sum_by_key(&gpu, s, &shape, &host, reps, false, &mut rows)?,
-                "sum_by_key_into" => run_sum_by_key(&gpu, s, &shape, &host, reps, true, &mut rows)?,
+                "sum_by_key" => {
+                    run_sum_by_key(&gpu, s, &shape, &host, reps, ByKey::Waiting, &mut rows)?
+                }
+                "sum_by_key_into" => {
+                    run_sum_by_key(&gpu, s, &shape, &host, reps, ByKey::Into, &mut rows)?
+                }
+                "sum_by_key_no_lengths" => {
+                    run_sum_by_key(&gpu, s, &shape, &host, reps, ByKey::NoLengths, &mut rows)?
+                }
                 other => {
                     return Err(format!(
                         "unknown op {other}: sum, max, argmax, cumsum or sum_by_key"

@@ -923,12 +923,12 @@ cf_segment_combine(const cf_acc_t* __restrict__ partials, cf::u64 rows, cf::u64 
 //              and where the last of them starts;
 //   runs       each warp then takes the runs that end in its span, in order: the run open
 //              at the span's start (if a head ends it), the runs between its heads, and, in
-//              the last span, the last run: run r gets its key, its length and its result,
-//              the canonical tree over its own positions (cf::thread_step, as for segments
-//              by offsets, with groups of sixteen lanes for runs of 65 to 128 positions
-//              where the operator is not order-free; a run over 2^CF_LONG_MIN_LOG goes to
-//              the long list when there is one), written only for r < cap. The last span
-//              writes the number of runs.
+//              the last span, the last run: run r gets its key, its length (unless
+//              `lengths_out` is null) and its result, the canonical tree over its own
+//              positions (cf::thread_step, as for segments by offsets, with groups of
+//              sixteen lanes for runs of 65 to 128 positions where the operator is not
+//              order-free; a run over 2^CF_LONG_MIN_LOG goes to the long list when there is
+//              one), written only for r < cap. The last span writes the number of runs.
 //
 // The keys are read once (a run's key again, from cache), the values once for runs within
 // a span (a run that started in an earlier span reads that span's values again). H100,
@@ -1055,7 +1055,7 @@ cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ 
             op, x, n, valid, r, lo, hi, false, out, long_hdr, smem, order[warp]);
         if (valid) {
             keys_out[r] = key;
-            lengths_out[r] = hi - lo;
+            if (lengths_out) lengths_out[r] = hi - lo;
         }
     }
     if (last_span && lane == 0) *runs_out = before.count + k;

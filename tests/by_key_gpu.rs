@@ -124,7 +124,7 @@ fn runs_are_those_of_a_plain_loop_for_every_key_width() {
 
 /// `reduce_by_key_into` of `keys` and `x` into outputs of room `cap` (poisoned first): the
 /// first runs as the CPU's `want`, the count of all of them, nothing written past them or
-/// past `cap`.
+/// past `cap`; then the same without lengths (`reduce_by_key_into_without_lengths`).
 fn check_into<K: Element + PartialEq + std::fmt::Debug, T: DeviceValue, O: Operator<T>>(
     reducer: &cufold::segment::SegmentReducer<T, O>,
     keys: &impl cudarc::driver::DevicePtr<K>,
@@ -135,34 +135,50 @@ fn check_into<K: Element + PartialEq + std::fmt::Debug, T: DeviceValue, O: Opera
 ) {
     let g = gpu();
     let runs = want.lengths.len();
-    let mut k = upload(g, &vec![keys_poison::<K>(); cap + 3]);
-    let mut v = upload(g, &vec![poison::<O::Out>(); cap]);
-    let mut l = upload(g, &vec![u64::MAX; cap + 1]);
-    let mut count = upload(g, &[7u64, 9]);
-    reducer
-        .reduce_by_key_into(keys, x, &mut k.slice_mut(..cap), &mut v, &mut l, &mut count)
-        .unwrap();
-    assert_eq!(download(&count), [runs as u64, 9], "{what}: count");
-    let (k, v, l) = (download(&k), download(&v), download(&l));
     let m = runs.min(cap);
-    assert_eq!(k[..m], want.keys[..m], "{what}: keys");
-    assert_eq!(l[..m], want.lengths[..m], "{what}: lengths");
-    for (r, (g, c)) in v[..m].iter().zip(&want.values).enumerate() {
-        assert!(same(g, c), "{what}: run {r}: GPU {g:?}, CPU {c:?}");
+    for with_lengths in [true, false] {
+        let what = format!("{what}, lengths {with_lengths}");
+        let mut k = upload(g, &vec![keys_poison::<K>(); cap + 3]);
+        let mut v = upload(g, &vec![poison::<O::Out>(); cap]);
+        let mut l = upload(g, &vec![u64::MAX; cap + 1]);
+        let mut count = upload(g, &[7u64, 9]);
+        if with_lengths {
+            reducer
+                .reduce_by_key_into(keys, x, &mut k.slice_mut(..cap), &mut v, &mut l, &mut count)
+                .unwrap();
+            let l = download(&l);
+            assert_eq!(l[..m], want.lengths[..m], "{what}: lengths");
+            assert!(
+                l[m..].iter().all(|&x| x == u64::MAX),
+                "{what}: lengths past the runs"
+            );
+        } else {
+            reducer
+                .reduce_by_key_into_without_lengths(
+                    keys,
+                    x,
+                    &mut k.slice_mut(..cap),
+                    &mut v,
+                    &mut count,
+                )
+                .unwrap();
+        }
+        assert_eq!(download(&count), [runs as u64, 9], "{what}: count");
+        let (k, v) = (download(&k), download(&v));
+        assert_eq!(k[..m], want.keys[..m], "{what}: keys");
+        for (r, (g, c)) in v[..m].iter().zip(&want.values).enumerate() {
+            assert!(same(g, c), "{what}: run {r}: GPU {g:?}, CPU {c:?}");
+        }
+        assert!(
+            k[m..].iter().all(|x| *x == keys_poison::<K>()),
+            "{what}: keys past the runs"
+        );
+        let p = poison::<O::Out>();
+        assert!(
+            v[m..].iter().all(|x| same(x, &p)),
+            "{what}: values past the runs"
+        );
     }
-    assert!(
-        k[m..].iter().all(|x| *x == keys_poison::<K>()),
-        "{what}: keys past the runs"
-    );
-    assert!(
-        l[m..].iter().all(|&x| x == u64::MAX),
-        "{what}: lengths past the runs"
-    );
-    let p = poison::<O::Out>();
-    assert!(
-        v[m..].iter().all(|x| same(x, &p)),
-        "{what}: values past the runs"
-    );
 }
 
 /// A key no test's runs use.
@@ -313,6 +329,21 @@ fn bad_by_key_calls_are_errors_and_empty_keys_give_no_runs() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::LengthMismatch, "{e}");
     assert!(e.to_string().contains("run count"), "{e}");
+    // The same checks without lengths.
+    let e = r
+        .reduce_by_key_into_without_lengths(&keys, &x, &mut ko, &mut vo, &mut count)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::LengthMismatch, "{e}");
+    let e = r
+        .reduce_by_key_into_without_lengths(
+            &keys,
+            &upload(g, &[1.0f32; 3]),
+            &mut ko,
+            &mut vo,
+            &mut no_count,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("run count"), "{e}");
     // No keys: no runs, nothing launched, the count written as 0.
     let none_x = upload(g, &[] as &[f32]);
     r.reduce_by_key_into(
@@ -321,6 +352,16 @@ fn bad_by_key_calls_are_errors_and_empty_keys_give_no_runs() {
         &mut ko,
         &mut vo,
         &mut lo,
+        &mut count,
+    )
+    .unwrap();
+    assert_eq!(download(&count), [0]);
+    let mut count = upload(g, &[5u64]);
+    r.reduce_by_key_into_without_lengths(
+        &upload(g, &[] as &[u32]),
+        &none_x,
+        &mut ko,
+        &mut vo,
         &mut count,
     )
     .unwrap();

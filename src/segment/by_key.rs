@@ -601,11 +601,71 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         lengths_out: &mut impl DevicePtrMut<u64>,
         runs: &mut impl DevicePtrMut<u64>,
     ) -> Result<()> {
+        self.by_key_into(keys, values, keys_out, values_out, Some(lengths_out), runs)
+    }
+
+    /// [`reduce_by_key_into`](Self::reduce_by_key_into) without the lengths: run `r` gets
+    /// its key in `keys_out[r]` and its result in `values_out[r]`, and the number of runs
+    /// goes to `runs[0]`; no length is computed or written (what CUB's `ReduceByKey` gives).
+    /// For callers that do not need the lengths: it saves 8 bytes of writes a run. Never
+    /// waits for the stream.
+    ///
+    /// The outputs need room for every run (`keys.len()` always suffices); runs past the
+    /// shorter output are not written, and `runs[0]` still gets the number of runs. Errors,
+    /// before any launch: keys and values of different lengths, or `runs` empty
+    /// ([`ErrorKind::LengthMismatch`]).
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let s = gpu.stream();
+    /// let keys = s.clone_htod(&[4u32, 4, 1, 1, 1, 4]).unwrap();
+    /// let x = s.clone_htod(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    /// let (mut k, mut v) = (s.alloc_zeros::<u32>(6).unwrap(), s.alloc_zeros::<f32>(6).unwrap());
+    /// let mut runs = s.alloc_zeros::<u64>(1).unwrap();
+    /// let sums = gpu.segment_reducer::<f32, _>(cufold::ops::Sum)?;
+    /// sums.reduce_by_key_into_without_lengths(&keys, &x, &mut k, &mut v, &mut runs)?;
+    /// assert_eq!(s.clone_dtoh(&runs).unwrap(), [3]);
+    /// assert_eq!(s.clone_dtoh(&v).unwrap()[..3], [3.0, 12.0, 6.0]);
+    /// assert_eq!(s.clone_dtoh(&k).unwrap()[..3], [4, 1, 4]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce_by_key_into_without_lengths<K: Element>(
+        &self,
+        keys: &impl DevicePtr<K>,
+        values: &impl DevicePtr<T>,
+        keys_out: &mut impl DevicePtrMut<K>,
+        values_out: &mut impl DevicePtrMut<O::Out>,
+        runs: &mut impl DevicePtrMut<u64>,
+    ) -> Result<()> {
+        self.by_key_into(
+            keys,
+            values,
+            keys_out,
+            values_out,
+            None::<&mut CudaSlice<u64>>,
+            runs,
+        )
+    }
+
+    /// The checks and launch of both `reduce_by_key_into` forms; `lengths_out` `None`: no
+    /// lengths written.
+    fn by_key_into<K: Element>(
+        &self,
+        keys: &impl DevicePtr<K>,
+        values: &impl DevicePtr<T>,
+        keys_out: &mut impl DevicePtrMut<K>,
+        values_out: &mut impl DevicePtrMut<O::Out>,
+        lengths_out: Option<&mut impl DevicePtrMut<u64>>,
+        runs: &mut impl DevicePtrMut<u64>,
+    ) -> Result<()> {
         check_keys(keys.len(), values.len())?;
         check_room("the run count buffer", runs.len(), 1)?;
         key_word(std::mem::size_of::<K>())?;
         let n = keys.len() as u64;
-        let cap = keys_out.len().min(values_out.len()).min(lengths_out.len()) as u64;
+        let cap = keys_out
+            .len()
+            .min(values_out.len())
+            .min(lengths_out.as_ref().map_or(usize::MAX, |l| l.len())) as u64;
         let stream = self.gpu.stream();
         let (runs_ptr, _g6) = runs.device_ptr_mut(stream);
         if n == 0 {
@@ -619,20 +679,28 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let (x_ptr, _g2) = values.device_ptr(stream);
         let (k_out, _g3) = keys_out.device_ptr_mut(stream);
         let (v_out, _g4) = values_out.device_ptr_mut(stream);
-        let (l_out, _g5) = lengths_out.device_ptr_mut(stream);
-        // SAFETY: n keys and values; `cap` values in each output, one count.
+        // 0 (a null pointer in the kernel): no lengths.
+        let (l_out, _g5) = match lengths_out {
+            Some(l) => {
+                let (p, g) = l.device_ptr_mut(stream);
+                (p, Some(g))
+            }
+            None => (0, None),
+        };
+        // SAFETY: n keys and values; `cap` values in each output (lengths: none, or `cap`),
+        // one count.
         unsafe { self.launch_by_key::<K>(keys_ptr, x_ptr, n, cap, (k_out, v_out, l_out), runs_ptr) }
     }
 
     /// Enqueues the one-pass reduction by key (kernels/segment.cuh, `cf_reduce_by_key`) of
     /// the `n > 0` keys at `keys` and values at `x`: runs below `cap` into the outputs (keys,
-    /// values, lengths), the number of runs into `runs`; then, for inputs of
+    /// values, and lengths unless `l_out` is 0), the number of runs into `runs`; then, for inputs of
     /// [`LONG_PASS_MIN_N`] or more, the long pass over the runs listed.
     ///
     /// # Safety
     ///
-    /// `keys` and `x` hold `n` keys and values; each output holds `cap` values; `runs` holds
-    /// one u64.
+    /// `keys` and `x` hold `n` keys and values; each output holds `cap` values (`l_out` may
+    /// be 0: no lengths); `runs` holds one u64.
     unsafe fn launch_by_key<K: Element>(
         &self,
         keys: u64,
@@ -700,7 +768,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             };
             // SAFETY: (const word* keys, const In* x, u64 n, u64 tiles, u64 cap, word*, Out*,
             // u64* lengths, u64* runs, u64* ticket, u64* aggs, u64* incls, u64* long_hdr,
-            // OpBytes): the caller's buffers, written below `cap` only; the ticket word's count
+            // OpBytes): the caller's buffers, written below `cap` only (lengths null: none
+            // written); the ticket word's count
             // is zero and its high half the last epoch (the arena's contract); aggs and incls
             // hold a slot of a 16-byte mark per tile each; the long list is cleared.
             unsafe { b.launch(cfg) }
