@@ -694,8 +694,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
 
     /// Enqueues the one-pass reduction by key (kernels/segment.cuh, `cf_reduce_by_key`) of
     /// the `n > 0` keys at `keys` and values at `x`: runs below `cap` into the outputs (keys,
-    /// values, and lengths unless `l_out` is 0), the number of runs into `runs`; then, for inputs of
-    /// [`LONG_PASS_MIN_N`] or more, the long pass over the runs listed.
+    /// values, and lengths unless `l_out` is 0), the number of runs into `runs`; then, for
+    /// inputs of [`LONG_PASS_MIN_N`] or more, the long pass over the runs listed.
     ///
     /// # Safety
     ///
@@ -769,9 +769,9 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             // SAFETY: (const word* keys, const In* x, u64 n, u64 tiles, u64 cap, word*, Out*,
             // u64* lengths, u64* runs, u64* ticket, u64* aggs, u64* incls, u64* long_hdr,
             // OpBytes): the caller's buffers, written below `cap` only (lengths null: none
-            // written); the ticket word's count
-            // is zero and its high half the last epoch (the arena's contract); aggs and incls
-            // hold a slot of a 16-byte mark per tile each; the long list is cleared.
+            // written); the ticket word's count is zero and its high half the last epoch (the
+            // arena's contract); aggs and incls hold a slot of a 16-byte mark per tile each;
+            // the long list is cleared.
             unsafe { b.launch(cfg) }
                 .map_err(|e| Error::driver("launching the reduction by key", e))?;
             match &long {
