@@ -23,7 +23,9 @@
 //! ```
 //!
 //! Besides the default shapes (and rows2k, rows4k): `long_offsets` and `few_offsets`, few
-//! long segments by offsets (16 of 2^24, 512 of 2^19), which only cufold runs.
+//! long segments by offsets (16 of 2^24, 512 of 2^19), and `offsets_4k` to `offsets_64k`
+//! (2^28 elements by offsets in segments of 2^12, 2^13, 2^14 and 2^16), which only cufold
+//! runs.
 
 use cudarc::driver::CudaSlice;
 use cufold::ops::{ArgMax, Max, Operator, Sum};
@@ -37,7 +39,8 @@ use common::median_ms;
 /// The shapes run by default (the ones scripts/segment_peers.py also times).
 const DEFAULT_SHAPES: &str = "short,square,long,powerlaw,mid,wide,narrow";
 const ALL_SHAPES: &str =
-    "short,square,long,powerlaw,mid,wide,narrow,rows2k,rows4k,long_offsets,few_offsets";
+    "short,square,long,powerlaw,mid,wide,narrow,rows2k,rows4k,long_offsets,few_offsets,offsets_4k,\
+     offsets_8k,offsets_16k,offsets_64k";
 const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key,sum_by_key_into,sum_by_key_no_lengths";
 
 /// GPU segmented reductions and scans across shapes, GB/s of compulsory traffic, each result
@@ -137,6 +140,12 @@ fn shape(name: &str) -> Shape {
         // segment and the thread schedule's long pass): 16 of 2^24, 512 of 2^19.
         "long_offsets" => Shape::Offsets(offsets(&mut (0..16).map(|_| 1 << 24))),
         "few_offsets" => Shape::Offsets(offsets(&mut (0..512).map(|_| 1 << 19))),
+        // 2^28 elements by offsets in segments of 2^12 to 2^16 (cufold only: where a scan by
+        // offsets leaves a block per segment for the thread schedule's long pass).
+        "offsets_4k" => Shape::Offsets(offsets(&mut (0..1 << 16).map(|_| 1 << 12))),
+        "offsets_8k" => Shape::Offsets(offsets(&mut (0..1 << 15).map(|_| 1 << 13))),
+        "offsets_16k" => Shape::Offsets(offsets(&mut (0..1 << 14).map(|_| 1 << 14))),
+        "offsets_64k" => Shape::Offsets(offsets(&mut (0..1 << 12).map(|_| 1 << 16))),
         // Pareto(1.2) lengths from 1, capped at 2^22, until 2^26 elements.
         "powerlaw" => {
             let mut total = 0u64;

@@ -44,8 +44,8 @@
 //! run alone. The GPU forms learn the number of runs before they plan the launch: they wait
 //! for the stream once, after the runs are counted (as `torch.unique_consecutive` does);
 //! runs fewer than the multiprocessors and [`WHOLE_MIN_LEN`] long on average take the
-//! thread schedule's long pass, as segments by offsets do ([`plan_reduction`],
-//! [`plan_scan`]). [`KeyRuns::offsets_into`] never waits, nor does
+//! thread schedule's long pass, as segments by offsets do ([`plan_reduction`]; a scan's runs
+//! take it from [`SCAN_OFFSETS_LONG_MEAN`] on average, [`plan_scan`]). [`KeyRuns::offsets_into`] never waits, nor does
 //! [`SegmentReducer::reduce_by_key_into`], the one-pass form into the caller's buffers (room
 //! for every key always suffices; the number of runs goes to a device buffer): a block takes
 //! a span of 1024 keys a warp, finds their run heads, learns the runs before it from the blocks
@@ -81,8 +81,8 @@ pub use by_key::{compile_runs_kernel, runs_kernel_source, ByKey, DeviceByKey, Ke
 pub use gpu::{compile_kernel, kernel_source, SegmentReducer};
 pub use plan::{
     plan, plan_reduction, plan_scan, split_chunk_log, with_schedule, Schedule, SegmentPlan, LANES,
-    LANES_MAX_BYTES, REDUCE_WARP_MAX_MEAN, SCAN_THREAD_MAX_COLS, SCAN_WHOLE_MIN_COLS,
-    THREAD_MAX_MEAN, WARP_MAX_MEAN, WHOLE_MIN_LEN,
+    LANES_MAX_BYTES, REDUCE_WARP_MAX_MEAN, SCAN_OFFSETS_LONG_MEAN, SCAN_THREAD_MAX_COLS,
+    SCAN_WHOLE_MIN_COLS, THREAD_MAX_MEAN, WARP_MAX_MEAN, WHOLE_MIN_LEN,
 };
 pub use scan_gpu::{
     compile_scan_kernel, compile_scan_long_kernel, scan_kernel_source, SegmentScanner,

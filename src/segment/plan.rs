@@ -126,6 +126,29 @@ pub fn plan_reduction(
 /// against 2230 (thread), which they keep. BENCHMARKS.md, "Segments, eighth step".
 pub const SCAN_WHOLE_MIN_COLS: u64 = 2048;
 
+/// Mean length over which a scan of segments by offsets of 2^20 elements or more takes
+/// [`Schedule::Thread`] ([`plan_scan`]) whatever their number, where the types have a
+/// device-wide scan: the thread schedule's long pass then scans each segment over 4096
+/// positions (or over half the tile it takes) on the device-wide scan's tiles, where a
+/// block per segment scans its tiles one after another. Segments of 4096 itself stay on
+/// the thread's warps, one after another, which only many segments keep busy. Measured on an H100 (f32 inclusive sums, 2^28 elements in all, one call,
+/// ms, thread against a block per segment): segments of 4096 0.926 / 0.969, of 8192 0.824 /
+/// 1.013, of 16384 0.814 / 1.039, of 65536 0.835 / 1.066, of 2^19 0.865 / 1.059.
+/// BENCHMARKS.md, "Segments, twenty-second step".
+///
+/// ```
+/// use cufold::gpu::DeviceProps;
+/// use cufold::segment::{plan_scan, Schedule, SCAN_OFFSETS_LONG_MEAN};
+/// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
+/// let by_offsets = |segments: u64, mean: u64| {
+///     plan_scan(segments, segments * mean, false, true, None, 256, &h100).schedule
+/// };
+/// assert_eq!(by_offsets(512, SCAN_OFFSETS_LONG_MEAN + 1), Schedule::Thread);
+/// assert_eq!(by_offsets(512, SCAN_OFFSETS_LONG_MEAN), Schedule::Block);
+/// assert_eq!(by_offsets(16, 8192), Schedule::Block); // 2^17 elements: no long pass
+/// ```
+pub const SCAN_OFFSETS_LONG_MEAN: u64 = 4096;
+
 /// Warps of 32 segments a multiprocessor gets at least where the scan takes the thread
 /// schedule for segments by offsets that [`plan`] gives a warp; with fewer segments, few
 /// warps would scan them all, one after another, and a block per segment is taken instead.
@@ -156,9 +179,9 @@ pub const SCAN_THREAD_MAX_COLS: u64 = 32;
 ///   every multiprocessor four warps of 32 segments or more (the thread schedule hands
 ///   segments over 32 to the thread's warp, and its longest to a pass of their own), else a
 ///   block;
-/// - segments by offsets too few to fill the device (fewer than its multiprocessors), each
-///   [`WHOLE_MIN_LEN`] long on average, where the types have a device-wide scan: a thread,
-///   whose long pass scans each on the device-wide scan's tiles;
+/// - segments by offsets over [`SCAN_OFFSETS_LONG_MEAN`] on average, 2^20 elements or more
+///   in all, where the types have a device-wide scan: a thread, whose long pass scans each
+///   long one on the device-wide scan's tiles;
 /// - [`Schedule::Whole`] for [`Schedule::Split`] (rows), a block for `Whole` or `Split`
 ///   forced on segments by offsets, and a warp for [`Schedule::Lanes`] (the scan has no
 ///   groups of lanes).
@@ -179,6 +202,7 @@ pub const SCAN_THREAD_MAX_COLS: u64 = 32;
 /// assert_eq!(scan(1 << 17, 1 << 28, false), Schedule::Thread); // the same lengths by offsets
 /// assert_eq!(scan(1 << 12, 1 << 22, false), Schedule::Block); // 4096 segments of 1024
 /// assert_eq!(scan(16, 1 << 28, false), Schedule::Thread); // 16 of 2^24: the long pass
+/// assert_eq!(scan(512, 1 << 28, false), Schedule::Thread); // 512 of 2^19: the same
 /// ```
 pub fn plan_scan(
     segments: u64,
@@ -196,10 +220,17 @@ pub fn plan_scan(
         Some(Schedule::Lanes) => Schedule::Warp,
         Some(s) => s,
         None if rows && whole && mean >= SCAN_WHOLE_MIN_COLS => Schedule::Whole,
-        // Segments by offsets too few to fill the device and each long: the thread
-        // schedule's long pass scans each on the device-wide scan's tiles (as rows take
-        // `Whole`), where a block per segment would leave most multiprocessors idle.
-        None if !rows && whole && few_and_long(segments, mean, dev) => Schedule::Thread,
+        // Long segments by offsets: the thread schedule's long pass scans each on the
+        // device-wide scan's tiles (as rows take `Whole`), where a block per segment scans
+        // its tiles one after another (and few such segments leave most multiprocessors
+        // idle).
+        None if !rows
+            && whole
+            && mean > SCAN_OFFSETS_LONG_MEAN
+            && total >= super::gpu::LONG_PASS_MIN_N =>
+        {
+            Schedule::Thread
+        }
         None => match plan(segments, total, rows, block, dev).schedule {
             Schedule::Thread | Schedule::Warp | Schedule::Lanes
                 if rows && mean > SCAN_THREAD_MAX_COLS =>
@@ -529,7 +560,14 @@ mod tests {
             (1 << 17, 2048, false, true, Schedule::Thread),
             (1 << 21, 128, false, true, Schedule::Thread),
             (1 << 12, 1024, false, true, Schedule::Block),
-            (1 << 14, 1 << 14, false, true, Schedule::Block),
+            (1 << 12, 4096, false, true, Schedule::Block),
+            (16, 8192, false, true, Schedule::Block),
+            // Long ones by offsets: the thread schedule's long pass, whatever their number.
+            (1 << 12, 4097, false, true, Schedule::Thread),
+            (128, 8192, false, true, Schedule::Thread),
+            (1 << 14, 1 << 14, false, true, Schedule::Thread),
+            (512, 1 << 19, false, true, Schedule::Thread),
+            (1, 1 << 20, false, true, Schedule::Thread),
             // Types without a device-wide scan: rows up to a warp's lengths take a warp.
             (1 << 14, 1 << 14, true, false, Schedule::Block),
             (1 << 17, 2048, true, false, Schedule::Warp),
