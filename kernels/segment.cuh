@@ -422,7 +422,10 @@ __device__ __forceinline__ typename Op::Acc padded_tree(const Op& op, const type
 // of the warp, whatever its segment's length. (All G at once where all are there,
 // Run::add_all, else one at a time, split a group's lanes between two paths and measured
 // slower on an H100, lanes up to 8, short segments: max 1638 and argmax 1108 GB/s, against
-// 2085 and 1541 under predicates in the call before.)
+// 2085 and 1541 under predicates in the call before. The G loads issued before the first
+// fold, H100, ms, 2^24 segments of 4 to 32 / power-law lengths: max 0.543 -> 0.537 / 0.293
+// -> 0.272, but argmax 0.737 -> 0.740 / 0.474 -> 0.486, at 70 registers a thread instead
+// of 63; not kept.)
 template <int G, class Op>
 __device__ __forceinline__ void fold_run(const Op& op, typename Run<Op>::State& st, const typename Op::In* __restrict__ x,
                                          u64 first, u64 n) {
@@ -945,6 +948,12 @@ cf_segment_combine(const cf_acc_t* __restrict__ partials, cf::u64 rows, cf::u64 
 // reduced: 2.64 / 1.40 (likely, not measured: the 32 KiB of staged keys a block leave the L1
 // too little room for the values asked of it).
 // Without the runs (results wrong) 0.82 / 0.59 ms, without the look-back too 0.76 / 0.41.
+// Each warp but warp 0 reducing its first round of short runs before the look-back's
+// barrier (where the tile's earlier spans hold a head, so the open run's start is known),
+// the results kept in registers until the runs' places are: 2^24 short runs 1.088 -> 1.036
+// ms, but power-law runs 0.396 -> 0.404 (0.365 -> 0.380 without lengths) and runs of 1024
+// 0.800 -> 0.814 (H100, two rounds; BENCHMARKS.md, "Segments, twenty-second step"); not
+// kept, since power-law runs are where the pass trails CUB.
 typedef CF_KEY_WORD cf_key_t;
 typedef cf::KeySpan<cf_key_t, CF_KEY_ITEMS> cf_key_span_t;
 
