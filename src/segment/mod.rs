@@ -45,7 +45,8 @@
 //! for the stream once, after the runs are counted (as `torch.unique_consecutive` does);
 //! runs fewer than the multiprocessors and [`WHOLE_MIN_LEN`] long on average take the
 //! thread schedule's long pass, as segments by offsets do ([`plan_reduction`]; a scan's runs
-//! take it from [`SCAN_OFFSETS_LONG_MEAN`] on average, [`plan_scan`]). [`KeyRuns::offsets_into`] never waits, nor does
+//! take it from [`SCAN_OFFSETS_LONG_MEAN`] on average, [`plan_scan`]).
+//! [`KeyRuns::offsets_into`] never waits, nor does
 //! [`SegmentReducer::reduce_by_key_into`], the one-pass form into the caller's buffers (room
 //! for every key always suffices; the number of runs goes to a device buffer): a block takes
 //! a span of 1024 keys a warp, finds their run heads, learns the runs before it from the blocks

@@ -131,10 +131,11 @@ pub const SCAN_WHOLE_MIN_COLS: u64 = 2048;
 /// device-wide scan: the thread schedule's long pass then scans each segment over 4096
 /// positions (or over half the tile it takes) on the device-wide scan's tiles, where a
 /// block per segment scans its tiles one after another. Segments of 4096 itself stay on
-/// the thread's warps, one after another, which only many segments keep busy. Measured on an H100 (f32 inclusive sums, 2^28 elements in all, one call,
-/// ms, thread against a block per segment): segments of 4096 0.926 / 0.969, of 8192 0.824 /
-/// 1.013, of 16384 0.814 / 1.039, of 65536 0.835 / 1.066, of 2^19 0.865 / 1.059.
-/// BENCHMARKS.md, "Segments, twenty-second step".
+/// the thread's warps, one after another, which only many segments keep busy. Measured on
+/// an H100 (f32 inclusive sums, 2^28 elements in all, one call, ms, thread against a block
+/// per segment): segments of 4096 0.926 / 0.969, of 8192 0.824 / 1.013, of 16384 0.814 /
+/// 1.039, of 65536 0.835 / 1.066, of 2^19 0.865 / 1.059. BENCHMARKS.md, "Segments,
+/// twenty-second step".
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
