@@ -148,7 +148,10 @@ pub const SCAN_WHOLE_MIN_COLS: u64 = 2048;
 /// assert_eq!(by_offsets(512, SCAN_OFFSETS_LONG_MEAN), Schedule::Block);
 /// assert_eq!(by_offsets(16, 8192), Schedule::Block); // 2^17 elements: no long pass
 /// ```
-pub const SCAN_OFFSETS_LONG_MEAN: u64 = 4096;
+// The long pass's own least length (CF_SCAN_LONG_MIN_LOG, kernels/long_list.cuh), so that
+// the rule follows the kernel's.
+pub const SCAN_OFFSETS_LONG_MEAN: u64 =
+    1 << crate::gpu::jit::embedded::defines::CF_SCAN_LONG_MIN_LOG;
 
 /// Warps of 32 segments a multiprocessor gets at least where the scan takes the thread
 /// schedule for segments by offsets that [`plan`] gives a warp; with fewer segments, few
