@@ -425,13 +425,16 @@ __device__ __forceinline__ typename Op::Acc padded_tree(const Op& op, const type
 // 2085 and 1541 under predicates in the call before. The G loads issued before the first
 // fold, H100, ms, 2^24 segments of 4 to 32 / power-law lengths: max 0.543 -> 0.537 / 0.293
 // -> 0.272, but argmax 0.737 -> 0.740 / 0.474 -> 0.486, at 70 registers a thread instead
-// of 63; not kept.)
+// of 63; not kept.) Positions in 32 bits (a lane's or a group's segment is short): with
+// 64-bit ones each position's predicate took four instructions; H100, ms, the same shapes:
+// max 0.538-0.547 -> 0.524-0.529 / 0.293-0.294 -> 0.267-0.270, argmax 0.735-0.736 ->
+// 0.710-0.714 / 0.473-0.475 -> 0.441-0.442.
 template <int G, class Op>
 __device__ __forceinline__ void fold_run(const Op& op, typename Run<Op>::State& st, const typename Op::In* __restrict__ x,
-                                         u64 first, u64 n) {
+                                         unsigned first, unsigned n) {
 #pragma unroll
     for (int j = 0; j < G; ++j)
-        if (first + j < n) Run<Op>::add(op, st, x[first + j], first + j);
+        if (first + j < n) Run<Op>::add(op, st, x[first + j], (u64)(first + j));
 }
 
 // The canonical tree over the 1 <= n <= MAX values at x by one thread (lifted with their
@@ -447,7 +450,7 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
     if constexpr (ORDER_FREE) {
         constexpr int G = MAX < 8 ? MAX : 8;
         typename Run<Op>::State st = Run<Op>::start(op);
-        for (u64 b = 0; b < n; b += G) fold_run<G>(op, st, x, b, n);
+        for (unsigned b = 0; b < (unsigned)n; b += G) fold_run<G>(op, st, x, b, (unsigned)n);
         return Run<Op>::end(op, st);
     } else {
         return padded_tree<MAX>(op, x, 0, (unsigned)n, next_pow2_32((unsigned)n));
@@ -491,7 +494,7 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
         Acc v;
         if constexpr (ORDER_FREE) {
             typename Run<Op>::State st = Run<Op>::start(op);
-            fold_run<VEC>(op, st, x + a, (u64)gl * VEC, m);
+            fold_run<VEC>(op, st, x + a, (unsigned)(gl * VEC), m);
             v = Run<Op>::end(op, st);
         } else {
             v = padded_tree<VEC>(op, x + a, (unsigned)(gl * VEC), m, width);

@@ -4,13 +4,14 @@
 // counted from the segment's start). A thread per segment scans runs of eight in registers
 // and keeps the canonical prefix of the runs before on a binary counter (the grouping of
 // cf::PrefixStack, the CPU's twin); it hands a segment longer than CF_SCAN_WARP_MIN to its
-// whole warp (cf::warp_scan_segment) or, with a long list, one longer than half a tile of
-// the device-wide scan to that scan's own tiles and look-back (kernels/scan.cuh,
-// cf_scan_long: many blocks per segment). A warp per segment (rows of a few hundred) runs
-// cf::warp_scan_segment on each of its segments. A block per segment scans tile after tile with
-// the block-level scan of kernels/scan.cuh, each tile starting from the fold, largest
-// first, of the completed aligned blocks of tiles before it (thread 0's PrefixStack over
-// tile trees): the look-back of the device-wide scan, with the tiles in one block's hands.
+// whole warp (cf::warp_scan_tile, or cf::warp_scan_segment for one over CF_THREAD_MAX) or,
+// with a long list, one longer than half a tile of the device-wide scan to that scan's own
+// tiles and look-back (kernels/scan.cuh, cf_scan_long: many blocks per segment). A warp per
+// segment (rows of a few hundred) runs cf::warp_scan_segment on each of its segments. A
+// block per segment scans tile after tile with the block-level scan of kernels/scan.cuh,
+// each tile starting from the fold, largest first, of the completed aligned blocks of tiles
+// before it (thread 0's PrefixStack over tile trees): the look-back of the device-wide scan,
+// with the tiles in one block's hands.
 #pragma once
 
 #include "cufold/segment.cuh"
@@ -118,45 +119,86 @@ __device__ __forceinline__ void warp_scan_segment(const Op& op, const typename O
     }
 }
 
-// The scan of the n <= MAX values at x into y (MAX a power of two), by one thread, in the
-// canonical grouping (positions counted from x): exclusive outputs are finish(prefix before
-// i, i), inclusive ones finish(prefix through i, i + 1). Runs of eight positions are loaded
-// together and scanned in registers (cf::run_up, cf::run_outputs, as a tile's runs are);
-// the completed aligned blocks of runs before them sit on a binary counter in registers
-// (cf::counter_push; blk[l]: the tree of the last block of 2^l runs while bit l of the
-// count is set). A run's
-// exclusive prefix is the fold, largest first, of those blocks: PrefixStack's grouping.
+// The scan of the n <= MAX values at x into y (MAX a power of two, at least 8), by one
+// thread, in the canonical grouping (positions counted from x): exclusive outputs are
+// finish(prefix before i, i), inclusive ones finish(prefix through i, i + 1). Runs of eight
+// positions are loaded together and scanned in registers (cf::run_up, cf::run_outputs, as a
+// tile's runs are); the completed aligned blocks of runs before them sit on a binary counter
+// in registers (cf::counter_push; blk[l]: the tree of the last block of 2^l runs while bit l
+// of the count is set). A run's exclusive prefix is the fold, largest first, of those
+// blocks: PrefixStack's grouping.
+//
+// The MAX / 8 runs are unrolled, so that run r's count of completed runs (r: every run
+// before the last is whole) is known when the code is compiled and the counter's levels are
+// registers; positions are 32-bit. (A loop over the runs, with the count and positions in
+// 64 bits, kept the counter in local memory and took about 140 instructions a run: ncu,
+// H100, 2^24 segments of 4 to 32 f32, 59% of the scan's instructions.)
 template <int MAX, class Op>
-__device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In* x, u64 n, typename Op::Out* y,
+__device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In* x, unsigned n, typename Op::Out* y,
                                             bool exclusive) {
     typedef typename Op::Acc Acc;
     constexpr int G = 8;
-    constexpr int LEVELS = MAX / G > 1 ? ilog2(MAX / G) + 1 : 1;
+    static_assert(MAX >= G && (MAX & (MAX - 1)) == 0, "MAX: a power of two, at least a run");
+    constexpr int RUNS = MAX / G;
+    constexpr int LEVELS = ilog2(RUNS) + 1;
     Acc blk[LEVELS];
-    unsigned count = 0;  // runs completed
-    Acc pre;             // the fold of blk, largest first (when count > 0)
-    for (u64 b = 0; b < n; b += G) {
+    Acc pre;  // the fold of blk, largest first (from the first whole run on)
+#pragma unroll
+    for (int r = 0; r < RUNS; ++r) {
+        const unsigned b = (unsigned)(r * G);
+        if (b >= n) break;
         Acc a[G];
 #pragma unroll
-        for (int j = 0; j < G; ++j) a[j] = b + j < n ? op.lift(x[b + j], b + j) : op.identity();
+        for (int j = 0; j < G; ++j) a[j] = b + j < n ? op.lift(x[b + j], (u64)(b + j)) : op.identity();
         run_up(op, a);  // a[G - 1]: the run's tree
-        const bool has = count > 0;
+        const bool has = r > 0;
         const Acc p = has ? pre : a[G - 1];  // a[G - 1] only fills an empty prefix's place
         Acc after = a[G - 1];                // used only when the run is whole
         if (b + G <= n) {
-            counter_push(op, blk, count++, a[G - 1]);
+            counter_push(op, blk, (unsigned)r, a[G - 1]);
             bool h = false;
 #pragma unroll
             for (int l = LEVELS - 1; l >= 0; --l)
-                if ((count >> l) & 1) extend(op, pre, h, blk[l]);
+                if (((r + 1) >> l) & 1) extend(op, pre, h, blk[l]);
             after = pre;
         }
         typename Op::Out o[G];
-        run_outputs(op, a, p, has, after, b, exclusive, o);
+        run_outputs(op, a, p, has, after, (u64)b, exclusive, o);
 #pragma unroll
         for (int j = 0; j < G; ++j)
             if (b + j < n) y[b + j] = o[j];
     }
+}
+
+// The scan of the n <= 32 * J values at x into y by a whole warp, in one tile (every lane
+// calls it with the same arguments): cf::warp_scan_segment's first tile, with no counter of
+// tiles and 32-bit positions. The thread schedule's warp takes its segments of
+// CF_SCAN_WARP_MIN + 1 to CF_THREAD_MAX positions with it (J = 8). x may be the warp's stage
+// in shared memory, and y x itself (each lane writes only the positions it has read).
+// (cf::warp_scan_segment took about 500 instructions a segment there, with tiles of 32 * 16
+// for f32, 64-bit positions and its counter of tiles in local memory: ncu, H100, power-law
+// lengths, a third of the scan's instructions.)
+template <int J, class Op>
+__device__ __forceinline__ void warp_scan_tile(const Op& op, const typename Op::In* x, unsigned n,
+                                               typename Op::Out* y, bool exclusive) {
+    typedef typename Op::Acc Acc;
+    const int lane = threadIdx.x & 31;
+    const unsigned pos = (unsigned)lane * J;
+    Acc a[J];
+#pragma unroll
+    for (int j = 0; j < J; ++j) a[j] = pos + j < n ? op.lift(x[pos + j], (u64)(pos + j)) : op.identity();
+    run_up(op, a);
+    WarpScan<Op, Acc> ws;
+    const Acc tree = ws.up(op, a[J - 1]);
+    bool has = false;
+    const Acc p = ws.down(op, tree, has);  // `tree` only fills an empty prefix's place
+    Acc after = shfl_down(p, 1);           // the next lane's exclusive prefix
+    if (lane == 31) after = tree;          // through the tile's end
+    typename Op::Out o[J];
+    run_outputs(op, a, p, has, after, (u64)pos, exclusive, o);
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+        if (pos + j < n) y[pos + j] = o[j];
 }
 
 }  // namespace cf
@@ -204,7 +246,8 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 #if CF_GROUP == 1
     // Lane l of a warp takes segment base + l; segments longer than CF_SCAN_WARP_MIN are
-    // then scanned by the whole warp, one after another (cf::warp_scan_segment), as the
+    // then scanned by the whole warp, one after another (cf::warp_scan_tile up to
+    // CF_THREAD_MAX positions, cf::warp_scan_segment beyond), as the
     // reduction's thread schedule does: the same outputs, without one lane walking a long
     // segment alone.
     //
@@ -219,10 +262,23 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
     cf_out_t* ostage = reinterpret_cast<cf_out_t*>(span_stage[threadIdx.x >> 5]);
     const int lane = threadIdx.x & 31;
     const cf::u64 step = (cf::u64)gridDim.x * CF_BLOCK;
-    for (cf::u64 base = (cf::u64)blockIdx.x * CF_BLOCK + (threadIdx.x & ~31u); base < segments; base += step) {
+    // Each step's bounds are loaded a step ahead, and its span is asked of the L1 at the end
+    // of the step before (cf::prefetch_step), as the reduction's thread schedule does: a
+    // step waited on its offsets, then on its span. H100, f32 cumsum, ms, 2^24 segments of
+    // 4 to 32 / power-law lengths: 1.028 / 0.474 without, 0.944 / 0.447 with the prefetch
+    // right after the stage is copied, 0.916-0.924 / 0.414-0.417 at the step's end
+    // (BENCHMARKS.md, "Segments, twenty-third step"). Capped at 64 registers (four blocks
+    // of 256 a multiprocessor instead of three), 1.154-1.161 / 0.486-0.493: not kept.
+    const cf::u64 first_base = (cf::u64)blockIdx.x * CF_BLOCK + (threadIdx.x & ~31u);
+    cf::u64 lo = 0, hi = 0;
+    if (first_base + lane < segments) cf::raw_bounds(first_base + lane, offsets, stride, cols, lo, hi);
+    cf::prefetch_step(x, n, first_base, segments, lo, hi);
+    for (cf::u64 base = first_base; base < segments; base += step) {
         const cf::u64 s = base + lane;
-        cf::u64 lo = 0, hi = 0, at = 0;
-        const bool valid = s < segments && cf_scan_bounds(s, n, offsets, stride, cols, lo, hi, at);
+        cf::u64 next_lo = 0, next_hi = 0;
+        if (base + step + lane < segments) cf::raw_bounds(base + step + lane, offsets, stride, cols, next_lo, next_hi);
+        const cf::u64 at = offsets ? lo : s * cols;
+        const bool valid = s < segments && lo <= hi && hi <= n;
         const bool longer = valid && hi - lo > CF_THREAD_MAX;
         cf::u64 start = 0;
         unsigned skew = 0, span = 0;
@@ -238,7 +294,7 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
         if (valid && !longer && !to_warp) {
             const cf_in_t* src = staged ? stage + skew + (lo - start) : x + lo;
             cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (lo - start) : y + at;
-            cf::thread_scan<CF_SCAN_WARP_MIN>(op, src, hi - lo, dst, exclusive != 0);
+            cf::thread_scan<CF_SCAN_WARP_MIN>(op, src, (unsigned)(hi - lo), dst, exclusive != 0);
         }
         // With a long list (ragged offsets), the longest go to the device-wide scan's tiles
         // (kernels/scan.cuh, cf_scan_long).
@@ -258,7 +314,11 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
             const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j), o = __shfl_sync(~0u, at, j);
             const cf_in_t* src = staged ? stage + skew + (a - start) : x + a;
             cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (a - start) : y + o;
-            cf::warp_scan_segment<CF_ITEMS, cf::PrefixStack<cf_acc_t>, false>(op, src, b - a, dst, exclusive != 0, staged);
+            if (b - a <= CF_THREAD_MAX)
+                cf::warp_scan_tile<CF_THREAD_MAX / 32>(op, src, (unsigned)(b - a), dst, exclusive != 0);
+            else
+                cf::warp_scan_segment<CF_ITEMS, cf::PrefixStack<cf_acc_t>, false>(op, src, b - a, dst, exclusive != 0,
+                                                                                  staged);
         }
         if (staged) {
             __syncwarp();
@@ -268,6 +328,9 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
                 __syncwarp();
             }
         }
+        cf::prefetch_step(x, n, base + step, segments, next_lo, next_hi);
+        lo = next_lo;
+        hi = next_hi;
     }
 #elif CF_GROUP == 32
     // A warp per segment (planned for rows over CF_SCAN_WARP_MIN, whose lengths are all
