@@ -430,11 +430,11 @@ __device__ __forceinline__ typename Op::Acc padded_tree(const Op& op, const type
 // max 0.538-0.547 -> 0.524-0.529 / 0.293-0.294 -> 0.267-0.270, argmax 0.735-0.736 ->
 // 0.710-0.714 / 0.473-0.475 -> 0.441-0.442.
 template <int G, class Op>
-__device__ __forceinline__ void fold_run(const Op& op, typename Run<Op>::State& st, const typename Op::In* __restrict__ x,
-                                         unsigned first, unsigned n) {
+__device__ __forceinline__ void fold_run(const Op& op, typename ShortRun<Op>::State& st,
+                                         const typename Op::In* __restrict__ x, unsigned first, unsigned n) {
 #pragma unroll
     for (int j = 0; j < G; ++j)
-        if (first + j < n) Run<Op>::add(op, st, x[first + j], (u64)(first + j));
+        if (first + j < n) ShortRun<Op>::add(op, st, x[first + j], first + j);
 }
 
 // The canonical tree over the 1 <= n <= MAX values at x by one thread (lifted with their
@@ -449,9 +449,9 @@ template <int MAX, bool ORDER_FREE, class Op>
 __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const typename Op::In* __restrict__ x, u64 n) {
     if constexpr (ORDER_FREE) {
         constexpr int G = MAX < 8 ? MAX : 8;
-        typename Run<Op>::State st = Run<Op>::start(op);
+        typename ShortRun<Op>::State st = ShortRun<Op>::start(op);
         for (unsigned b = 0; b < (unsigned)n; b += G) fold_run<G>(op, st, x, b, (unsigned)n);
-        return Run<Op>::end(op, st);
+        return ShortRun<Op>::end(op, st);
     } else {
         return padded_tree<MAX>(op, x, 0, (unsigned)n, next_pow2_32((unsigned)n));
     }
@@ -493,9 +493,9 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
         const unsigned width = next_pow2_32(m);
         Acc v;
         if constexpr (ORDER_FREE) {
-            typename Run<Op>::State st = Run<Op>::start(op);
+            typename ShortRun<Op>::State st = ShortRun<Op>::start(op);
             fold_run<VEC>(op, st, x + a, (unsigned)(gl * VEC), m);
-            v = Run<Op>::end(op, st);
+            v = ShortRun<Op>::end(op, st);
         } else {
             v = padded_tree<VEC>(op, x + a, (unsigned)(gl * VEC), m, width);
         }
