@@ -265,10 +265,11 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
     // Each step's bounds are loaded a step ahead, and its span is asked of the L1 at the end
     // of the step before (cf::prefetch_step), as the reduction's thread schedule does: a
     // step waited on its offsets, then on its span. H100, f32 cumsum, ms, 2^24 segments of
-    // 4 to 32 / power-law lengths: 1.028 / 0.474 without, 0.944 / 0.447 with the prefetch
-    // right after the stage is copied, 0.916-0.924 / 0.414-0.417 at the step's end
-    // (BENCHMARKS.md, "Segments, twenty-third step"). Capped at 64 registers (four blocks
-    // of 256 a multiprocessor instead of three), 1.154-1.161 / 0.486-0.493: not kept.
+    // 4 to 32 / power-law lengths: 1.030 / 0.473-0.476 without, 0.939-0.944 / 0.444-0.449
+    // with the prefetch right after the stage is copied, 0.911-0.924 / 0.414-0.417 at the
+    // step's end (BENCHMARKS.md, "Segments, twenty-third step"). Capped at 64 registers
+    // (four blocks of 256 a multiprocessor instead of three), 1.154-1.161 / 0.486-0.493:
+    // not kept.
     const cf::u64 first_base = (cf::u64)blockIdx.x * CF_BLOCK + (threadIdx.x & ~31u);
     cf::u64 lo = 0, hi = 0;
     if (first_base + lane < segments) cf::raw_bounds(first_base + lane, offsets, stride, cols, lo, hi);
