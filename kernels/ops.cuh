@@ -370,8 +370,31 @@ template <class T, bool MAX> struct ShortArgRun {
         Indexed<T> r; r.value = s.value; r.index = s.index == ~0u ? ~0ull : (u64)s.index; return r;
     }
 };
+// f32 and f64: arg_key's order by the values' own compares, with no key computed. A value
+// ranks strictly above the best (ArgMax; below, ArgMin) when the best is not NaN and the
+// value is above it (below) or NaN: every NaN ranks above (below) every number, all NaNs
+// tie, and -0 ties +0, as arg_key has it. The best is the value itself, so the state is
+// one value and the index. H100, f32 ArgMax, ms: power-law lengths 0.417-0.422 -> 0.358-
+// 0.361, 2^24 segments of 4 to 32 0.700-0.702 -> 0.687-0.692 (62 registers either way).
+template <class T, bool MAX> struct ShortArgRunFloat {
+    typedef ArgExt<T, MAX> Op;
+    struct State { T value; unsigned index; };
+    static __device__ __forceinline__ State start(const Op& op) { return State{op.identity().value, ~0u}; }
+    static __device__ __forceinline__ void add(const Op&, State& s, T x, unsigned i) {
+        // !(x <= b) is x > b or unordered; b == b leaves out a NaN best.
+        const bool better = s.value == s.value && (MAX ? !(x <= s.value) : !(x >= s.value));
+        if (s.index == ~0u || better) s = State{x, i};
+    }
+    static __device__ __forceinline__ Indexed<T> end(const Op&, State s) {
+        Indexed<T> r; r.value = s.value; r.index = s.index == ~0u ? ~0ull : (u64)s.index; return r;
+    }
+};
 template <class T> struct ShortRun<ArgMax<T>> : ShortArgRun<T, true> {};
 template <class T> struct ShortRun<ArgMin<T>> : ShortArgRun<T, false> {};
+template <> struct ShortRun<ArgMax<float>> : ShortArgRunFloat<float, true> {};
+template <> struct ShortRun<ArgMin<float>> : ShortArgRunFloat<float, false> {};
+template <> struct ShortRun<ArgMax<double>> : ShortArgRunFloat<double, true> {};
+template <> struct ShortRun<ArgMin<double>> : ShortArgRunFloat<double, false> {};
 // A chunk's node (Tree, above) runs as its operator does, at the global indices.
 template <class O> struct Run<Tree<O>> {
     typedef Run<O> R;

@@ -207,6 +207,88 @@ segment_tests! {
     affine_f64_segments_keep_their_order: Affine<f64>, Compose, full;
 }
 
+/// Values drawn from NaNs of both signs, infinities, both zeros and a few repeated numbers:
+/// what the arg-operators rank specially (every NaN above every number for ArgMax, below
+/// for ArgMin, NaNs and the two zeros tying, ties to the lowest index), in segments that a
+/// lane, a group of lanes and a warp reduce, on every schedule, against the CPU's bits.
+fn check_arg_specials<T: cufold::Element, O: Operator<T, Out = Indexed<T>>>(
+    op: O,
+    palette: &[T],
+    seed: u64,
+) {
+    let g = gpu();
+    let mut r = Rng(seed);
+    let lengths: Vec<usize> = (0..4000)
+        .map(|i| match i % 4 {
+            3 => 33 + (r.next() % 100) as usize,
+            _ => (r.next() % 33) as usize,
+        })
+        .collect();
+    let off = csr_offsets(0, &lengths);
+    let n = *off.last().unwrap() as usize;
+    // Runs of one special value now and then, so that whole segments tie.
+    let mut x = Vec::with_capacity(n);
+    while x.len() < n {
+        let v = palette[(r.next() % palette.len() as u64) as usize];
+        let run = if r.next() % 8 == 0 {
+            1 + (r.next() % 40) as usize
+        } else {
+            1
+        };
+        x.extend(std::iter::repeat(v).take(run.min(n - x.len())));
+    }
+    let want = expected(&x, &off, op);
+    let (xd, od) = (upload(g, &x), upload(g, &off));
+    for schedule in SCHEDULES {
+        let red = g
+            .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+            .unwrap();
+        let mut out = upload(g, &vec![poison::<O::Out>(); lengths.len()]);
+        red.reduce_segments_into(&xd, &od, &mut out).unwrap();
+        let what = format!(
+            "{} over {}, specials, {schedule:?}",
+            O::NAME,
+            T::cuda_name()
+        );
+        compare(&what, &download(&out), &want);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn arg_operators_rank_nans_infinities_and_zeros_as_the_cpu_does() {
+    let f32s = [
+        f32::NAN,
+        -f32::NAN,
+        f32::from_bits(0x7fc0_1234),
+        f32::from_bits(0xffa0_0001),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1.5,
+        -1.5,
+        f32::MIN_POSITIVE / 4.0,
+        f32::MAX,
+        f32::MIN,
+    ];
+    let f64s: Vec<f64> = f32s
+        .iter()
+        .map(|&v| {
+            if v.is_nan() {
+                f64::from_bits(((v.to_bits() as u64) << 32) | 7)
+            } else {
+                v as f64
+            }
+        })
+        .chain([f64::MIN_POSITIVE / 4.0])
+        .collect();
+    check_arg_specials(ArgMax, &f32s, 1);
+    check_arg_specials(ArgMin, &f32s, 2);
+    check_arg_specials(ArgMax, &f64s, 3);
+    check_arg_specials(ArgMin, &f64s, 4);
+}
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn many_segments_outnumber_the_grid() {
