@@ -224,19 +224,21 @@ typedef cf_op_t::In cf_in_t;
 typedef cf_op_t::Acc cf_acc_t;
 typedef cf_op_t::Out cf_out_t;
 
+// Where segment s's outputs start, from its bounds lo .. hi (cf::raw_bounds): at lo for
+// offsets, packed at s * cols for rows; false for bounds that are not a segment of the input
+// (decreasing, or past its end), which is then neither read nor written.
+__device__ __forceinline__ bool cf_scan_place(cf::u64 s, cf::u64 n, const cf::u64* __restrict__ offsets,
+                                              cf::u64 cols, cf::u64 lo, cf::u64 hi, cf::u64& at) {
+    at = offsets ? lo : s * cols;
+    return lo <= hi && hi <= n;
+}
+
+// Segment s's bounds and where its outputs start (cf_scan_place).
 __device__ __forceinline__ bool cf_scan_bounds(cf::u64 s, cf::u64 n, const cf::u64* __restrict__ offsets,
                                                cf::u64 stride, cf::u64 cols, cf::u64& lo, cf::u64& hi,
                                                cf::u64& at) {
-    if (offsets) {
-        lo = offsets[s];
-        hi = offsets[s + 1];
-        at = lo;
-    } else {
-        lo = s * stride;
-        hi = lo + cols;
-        at = s * cols;
-    }
-    return lo <= hi && hi <= n;
+    cf::raw_bounds(s, offsets, stride, cols, lo, hi);
+    return cf_scan_place(s, n, offsets, cols, lo, hi, at);
 }
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
@@ -278,8 +280,8 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
         const cf::u64 s = base + lane;
         cf::u64 next_lo = 0, next_hi = 0;
         if (base + step + lane < segments) cf::raw_bounds(base + step + lane, offsets, stride, cols, next_lo, next_hi);
-        const cf::u64 at = offsets ? lo : s * cols;
-        const bool valid = s < segments && lo <= hi && hi <= n;
+        cf::u64 at;
+        const bool valid = cf_scan_place(s, n, offsets, cols, lo, hi, at) && s < segments;
         const bool longer = valid && hi - lo > CF_THREAD_MAX;
         cf::u64 start = 0;
         unsigned skew = 0, span = 0;
