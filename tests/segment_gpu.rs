@@ -62,6 +62,27 @@ fn compare<X: std::fmt::Debug + DeviceValue>(what: &str, got: &[X], want: &[Opti
     }
 }
 
+/// The segments at `od` of `xd` reduced on every schedule, each against `want`; `label`
+/// names the case in a failure.
+fn compare_on_every_schedule<T: DeviceValue, O: Operator<T>>(
+    op: O,
+    xd: &CudaSlice<T>,
+    od: &CudaSlice<u64>,
+    want: &[Option<O::Out>],
+    label: &str,
+) {
+    let g = gpu();
+    for schedule in SCHEDULES {
+        let r = g
+            .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+            .unwrap();
+        let mut out = upload(g, &vec![poison::<O::Out>(); want.len()]);
+        r.reduce_segments_into(xd, od, &mut out).unwrap();
+        let what = format!("{} over {}, {label}, {schedule:?}", O::NAME, T::cuda_name());
+        compare(&what, &download(&out), want);
+    }
+}
+
 fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let g = gpu();
     let s = seed(test);
@@ -86,15 +107,7 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     );
     let xd = upload(g, &x);
     let od = upload(g, &off);
-    for schedule in SCHEDULES {
-        let r = g
-            .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
-            .unwrap();
-        let mut out = upload(g, &vec![poison::<O::Out>(); lengths.len()]);
-        r.reduce_segments_into(&xd, &od, &mut out).unwrap();
-        let what = format!("{} over {}, offsets, {schedule:?}", O::NAME, T::cuda_name());
-        compare(&what, &download(&out), &want);
-    }
+    compare_on_every_schedule(op, &xd, &od, &want, "offsets");
     // Rows of a view at an odd offset: row r is x[5 + r * 4099..][..4097] (straddles a
     // block's tile), short rows (40 of 33), and one long row (split into 18 chunks of 4096
     // f32, completed to 32 by absent blocks).
@@ -157,19 +170,7 @@ fn check_short_offsets<T: Gen + DeviceValue, O: Operator<T>>(op: O, lengths: &[u
         })
         .collect();
     let (xd, od) = (upload(g, &x), upload(g, &off));
-    for schedule in SCHEDULES {
-        let r = g
-            .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
-            .unwrap();
-        let mut out = upload(g, &vec![poison::<O::Out>(); lengths.len()]);
-        r.reduce_segments_into(&xd, &od, &mut out).unwrap();
-        let what = format!(
-            "{} over {}, short offsets, {schedule:?}",
-            O::NAME,
-            T::cuda_name()
-        );
-        compare(&what, &download(&out), &want);
-    }
+    compare_on_every_schedule(op, &xd, &od, &want, "short offsets");
 }
 
 /// One test per operator and type, so that their kernels compile in parallel; those marked
@@ -239,19 +240,7 @@ fn check_arg_specials<T: cufold::Element, O: Operator<T, Out = Indexed<T>>>(
     }
     let want = expected(&x, &off, op);
     let (xd, od) = (upload(g, &x), upload(g, &off));
-    for schedule in SCHEDULES {
-        let red = g
-            .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
-            .unwrap();
-        let mut out = upload(g, &vec![poison::<O::Out>(); lengths.len()]);
-        red.reduce_segments_into(&xd, &od, &mut out).unwrap();
-        let what = format!(
-            "{} over {}, specials, {schedule:?}",
-            O::NAME,
-            T::cuda_name()
-        );
-        compare(&what, &download(&out), &want);
-    }
+    compare_on_every_schedule(op, &xd, &od, &want, "specials");
 }
 
 #[test]
