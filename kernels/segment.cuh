@@ -475,7 +475,7 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
 // max 1995 -> 1344 GB/s.)
 template <int GL, int VEC, bool ORDER_FREE, class Op>
 __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In* __restrict__ x, bool grouped, u64 lo,
-                                            u64 len, typename Op::Acc& mine, unsigned char* order) {
+                                            unsigned len, typename Op::Acc& mine, unsigned char* order) {
     typedef typename Op::Acc Acc;
     constexpr int PER = 32 / GL;  // segments a pass
     const int lane = threadIdx.x & 31, sub = lane / GL, gl = lane % GL;
@@ -488,7 +488,7 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
         const int k = first + sub;
         const int src = k < count ? order[k] : 0;
         const u64 a = __shfl_sync(~0u, lo, src);
-        const unsigned b = __shfl_sync(~0u, (unsigned)len, src);
+        const unsigned b = __shfl_sync(~0u, len, src);
         const unsigned m = k < count ? b : 0;
         const unsigned width = next_pow2_32(m);
         Acc v;
@@ -509,6 +509,39 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
         if (grouped && rank >= first && rank - first < PER) mine = t;
     }
     __syncwarp();  // `order` is written again by the warp's next segments
+}
+
+// The canonical tree over the 1 <= n <= 32 * VEC values at x by a whole warp (every lane
+// calls it alike; the result is meaningful in lane 0): lane j's VEC positions VEC * j ..
+// reduced in the lane (cf::padded_tree, or folded for order-free operators), then the lanes
+// joined with shuffles up to the tree's width: group_trees' tree for a group of all 32
+// lanes, with 32-bit positions. The thread schedule's warp takes its segments of up to 256
+// with it (cf::thread_step): the general cf::segment_tree, tiles of 32 * K * VEC with 64-bit
+// positions and vector loads under checks, cost more than the loads there. H100, f32,
+// power-law lengths, ms, three rounds: max 0.268-0.271 -> 0.256-0.258, argmax 0.356-0.358
+// -> 0.347-0.349, sum 0.246-0.249 -> 0.247-0.248, the one pass by key without lengths
+// 0.361-0.369 -> 0.355-0.361; 2^24 segments of 4 to 32 unchanged (BENCHMARKS.md, "Segments,
+// twenty-fourth step").
+template <int VEC, bool ORDER_FREE, class Op>
+__device__ __forceinline__ typename Op::Acc warp_tile_tree(const Op& op, const typename Op::In* __restrict__ x,
+                                                           unsigned n) {
+    typedef typename Op::Acc Acc;
+    const unsigned lane = threadIdx.x & 31, width = next_pow2_32(n);
+    Acc v;
+    if constexpr (ORDER_FREE) {
+        typename ShortRun<Op>::State st = ShortRun<Op>::start(op);
+        fold_run<VEC>(op, st, x, lane * VEC, n);
+        v = ShortRun<Op>::end(op, st);
+    } else {
+        v = padded_tree<VEC>(op, x, lane * VEC, n, width);
+    }
+    const unsigned lanes = width / VEC;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const Acc other = shfl_down(v, off);
+        if ((unsigned)off < lanes) v = op.combine(v, other);
+    }
+    return v;
 }
 
 }  // namespace cf
@@ -586,7 +619,8 @@ template <int TILE_LOG> __device__ __forceinline__ int long_chunk_log(u64 len) {
 // takes segments up to CF_REDUCE_LANE_MAX positions (order-free operators:
 // CF_REDUCE_FREE_LANE_MAX); segments up to CF_REDUCE_GROUP_MAX go to groups of four or eight
 // lanes, eight or four at a time (cf::group_trees), and longer ones to the whole warp, one
-// after another, so that no lane reads a long segment alone while the others wait; with a
+// after another (cf::warp_tile_tree up to 256 positions, cf::segment_tree beyond), so that
+// no lane reads a long segment alone while the others wait; with a
 // long list (`long_hdr` not null), those over 2^CF_LONG_MIN_LOG are listed for the long pass
 // instead (chunks of at least 2^TILE_LOG). MID_GROUPS: segments up to CF_REDUCE_MID_MAX go
 // to groups of sixteen lanes, two at a time, before the warp takes the longer ones. The
@@ -598,7 +632,13 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
                                             u64 s, u64 lo, u64 hi, bool write_empty, typename Op::Out* out,
                                             u64* long_hdr, typename Op::Acc (*smem)[1], unsigned char* order) {
     const int lane = threadIdx.x & 31;
-    const u64 len = hi - lo;
+    // The length in 32 bits, saturated, for the choice of lane, group or warp: each 64-bit
+    // compare took two instructions (and the groups' shuffles a conversion). H100, f32,
+    // power-law lengths, ms, five rounds in two calls against 64 bits: argmax 0.359-0.362
+    // -> 0.355-0.358; sum, max and the one pass by key within the rounds' spread; 2^24
+    // segments of 4 to 32 unchanged.
+    const u64 len64 = hi - lo;
+    const unsigned len = len64 >> 32 ? 0xffffffffu : (unsigned)len64;
     // Order-free operators fold a lane's segment in order (Run: a key comparison a
     // position for Max, a rank for ArgMax), eight positions a step under predicates, so
     // a lane keeps segments up to 32 and groups take 33 to 64. Measured on an H100, GB/s,
@@ -615,7 +655,7 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
     // its stores) made these reductions slower on an H100 (short segments 1.08 ->
     // 1.48 ms): their loads already meet in L1, and the stage costs occupancy.
     typename Op::Acc t = op.identity();
-    if (valid && len > 0 && len <= (u64)LANE_MAX)
+    if (valid && len > 0 && len <= (unsigned)LANE_MAX)
         t = thread_tree<LANE_MAX, ORDER_FREE>(op, x + lo, len);
     // Groups of eight lanes where a grouped segment is over half the longest, else of
     // four, eight segments a pass (each lane eight loads either way). Groups of four
@@ -641,15 +681,19 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
             out[s] = op.finish(op.identity(), 0);
     }
     // With a long list, the longest go to the long pass (cf_segment_long_chunks).
-    const bool listed = longer && long_hdr && len > (1ull << CF_LONG_MIN_LOG) &&
-                        reduce_long_list(long_hdr, n).add(s, lo, len, long_chunk_log<TILE_LOG>(len));
+    const bool listed = longer && long_hdr && len > (1u << CF_LONG_MIN_LOG) &&
+                        reduce_long_list(long_hdr, n).add(s, lo, len64, long_chunk_log<TILE_LOG>(len64));
     for (unsigned mask = __ballot_sync(~0u, longer && !listed); mask; mask &= mask - 1) {
         const int j = __ffs(mask) - 1;
         const u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j);
-        const SegmentLoader<Op, VEC> ld{x + a, b - a, (reinterpret_cast<unsigned long long>(x + a) & 15) == 0};
-        unsigned calls = 0;
-        const typename Op::Acc r = segment_tree<Op, 32, K, VEC, ORDER_FREE>(
-            op, ld, 0, b - a, next_pow2(b - a), smem, 0, calls);
+        typename Op::Acc r;
+        if (b - a <= 32 * 8) {  // the same tree as segment_tree's, fewer instructions
+            r = warp_tile_tree<8, ORDER_FREE>(op, x + a, (unsigned)(b - a));
+        } else {
+            const SegmentLoader<Op, VEC> ld{x + a, b - a, (reinterpret_cast<unsigned long long>(x + a) & 15) == 0};
+            unsigned calls = 0;
+            r = segment_tree<Op, 32, K, VEC, ORDER_FREE>(op, ld, 0, b - a, next_pow2(b - a), smem, 0, calls);
+        }
         const u64 at = __shfl_sync(~0u, s, j);
         if (lane == 0) out[at] = op.finish(r, b - a);
     }

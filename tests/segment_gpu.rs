@@ -89,6 +89,8 @@ fn check<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let mut lengths = LENGTHS.to_vec();
     let mut r = Rng(s ^ 1);
     lengths.extend((0..500).map(|_| (r.next() % 70) as usize));
+    // Lengths that the thread schedule's warp reduces in one tile (65 to 256) and a little past.
+    lengths.extend((0..200).map(|_| 65 + (r.next() % 236) as usize));
     // Short segments, whose warps' spans fit the thread schedule's shared-memory stage.
     let short: Vec<usize> = (0..3000).map(|_| (r.next() % 13) as usize).collect();
     check_short_offsets::<T, O>(op, &short, s ^ 2);
