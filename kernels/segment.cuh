@@ -517,8 +517,9 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
 // .. reduced in the lane (cf::padded_tree, or folded for order-free operators), then the
 // lanes joined with shuffles up to the width: group_trees' tree for a group of all 32
 // lanes, with 32-bit positions. The thread schedule's warp takes its segments of up to 256
-// with it (cf::thread_step): the general cf::segment_tree, tiles of 32 * K * VEC with 64-bit
-// positions and vector loads under checks, cost more than the loads there. H100, f32,
+// with it, and those of operators with a tree up to 2^CF_LONG_MIN_LOG as passes of width
+// 256 on a counter (cf::thread_step): the general cf::segment_tree, tiles of 32 * K * VEC
+// with 64-bit positions and vector loads under checks, cost more than the loads there. H100, f32,
 // power-law lengths, ms, three rounds: max 0.268-0.271 -> 0.256-0.258, argmax 0.356-0.358
 // -> 0.347-0.349, sum 0.246-0.249 -> 0.247-0.248, the one pass by key without lengths
 // 0.361-0.369 -> 0.355-0.361; 2^24 segments of 4 to 32 unchanged (BENCHMARKS.md, "Segments,
@@ -620,8 +621,9 @@ template <int TILE_LOG> __device__ __forceinline__ int long_chunk_log(u64 len) {
 // takes segments up to CF_REDUCE_LANE_MAX positions (order-free operators:
 // CF_REDUCE_FREE_LANE_MAX); segments up to CF_REDUCE_GROUP_MAX go to groups of four or eight
 // lanes, eight or four at a time (cf::group_trees), and longer ones to the whole warp, one
-// after another (cf::warp_tile_tree up to 256 positions, cf::segment_tree beyond), so that
-// no lane reads a long segment alone while the others wait; with a
+// after another (cf::warp_tile_tree up to 256 positions, passes of it up to
+// 2^CF_LONG_MIN_LOG for operators with a tree, cf::segment_tree beyond), so that no lane
+// reads a long segment alone while the others wait; with a
 // long list (`long_hdr` not null), those over 2^CF_LONG_MIN_LOG are listed for the long pass
 // instead (chunks of at least 2^TILE_LOG). MID_GROUPS: segments up to CF_REDUCE_MID_MAX go
 // to groups of sixteen lanes, two at a time, before the warp takes the longer ones. The
