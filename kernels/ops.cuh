@@ -353,6 +353,14 @@ template <class Op> struct ShortRun {
     }
     static __device__ __forceinline__ typename Op::Acc end(const Op& op, State s) { return R::end(op, s); }
 };
+// A short arg-fold's result: its best value at its 32-bit index, widened (~0u, no position
+// yet, gives the identity's index).
+template <class T> __device__ __forceinline__ Indexed<T> short_arg_result(T value, unsigned index) {
+    Indexed<T> r;
+    r.value = value;
+    r.index = index == ~0u ? ~0ull : (u64)index;
+    return r;
+}
 template <class T, bool MAX> struct ShortArgRun {
     typedef ArgExt<T, MAX> Op;
     typedef typename ext_key<T>::K K;
@@ -366,9 +374,7 @@ template <class T, bool MAX> struct ShortArgRun {
         // Later positions replace the best only when strictly better (ArgRun's rule).
         if (s.index == ~0u || (MAX ? s.best < k : k < s.best)) s = State{k, x, i};
     }
-    static __device__ __forceinline__ Indexed<T> end(const Op&, State s) {
-        Indexed<T> r; r.value = s.value; r.index = s.index == ~0u ? ~0ull : (u64)s.index; return r;
-    }
+    static __device__ __forceinline__ Indexed<T> end(const Op&, State s) { return short_arg_result(s.value, s.index); }
 };
 // f32 and f64: arg_key's order by the values' own compares, with no key computed. A value
 // ranks strictly above the best (ArgMax; below, ArgMin) when the best is not NaN and the
@@ -385,9 +391,7 @@ template <class T, bool MAX> struct ShortArgRunFloat {
         const bool better = s.value == s.value && (MAX ? !(x <= s.value) : !(x >= s.value));
         if (s.index == ~0u || better) s = State{x, i};
     }
-    static __device__ __forceinline__ Indexed<T> end(const Op&, State s) {
-        Indexed<T> r; r.value = s.value; r.index = s.index == ~0u ? ~0ull : (u64)s.index; return r;
-    }
+    static __device__ __forceinline__ Indexed<T> end(const Op&, State s) { return short_arg_result(s.value, s.index); }
 };
 template <class T> struct ShortRun<ArgMax<T>> : ShortArgRun<T, true> {};
 template <class T> struct ShortRun<ArgMin<T>> : ShortArgRun<T, false> {};

@@ -457,28 +457,59 @@ __device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const type
     }
 }
 
+// The tree of width `width` (a power of two, next_pow2(n) <= width <= GL * VEC) over the
+// n <= GL * VEC values at x, positions from n on the identity, by a group of GL lanes (GL a
+// power of two; every lane of the warp calls it, each group with its own x, n and width; the
+// result is meaningful in the group's first lane): lane j of the group reduces its VEC
+// positions VEC * j .. (cf::padded_tree; order-free operators fold them into their run
+// state, cf::fold_run, as every order gives the tree's bits), then the group joins its lanes
+// with shuffles up to the width: tile_reduce_at's tree for GL lanes and one load, in 32-bit
+// positions. Groups of 4, 8 or 16 lanes take the thread schedule's middle lengths
+// (cf::group_trees); the whole warp (GL = 32) its segments of up to 256, and those of
+// operators with a tree up to 2^CF_LONG_MIN_LOG as passes of width 256 on a counter
+// (cf::thread_step), where the general cf::segment_tree (tiles of 32 * K * VEC, 64-bit
+// positions, vector loads under checks) cost more than the loads. H100, f32, power-law
+// lengths, ms, three rounds, the warp's segments up to 256: max 0.268-0.271 ->
+// 0.256-0.258, argmax 0.356-0.358 -> 0.347-0.349, sum 0.246-0.249 -> 0.247-0.248, the one
+// pass by key without lengths 0.361-0.369 -> 0.355-0.361; 2^24 segments of 4 to 32
+// unchanged (BENCHMARKS.md, "Segments, twenty-fourth step").
+template <int GL, int VEC, bool ORDER_FREE, class Op>
+__device__ __forceinline__ typename Op::Acc group_tree(const Op& op, const typename Op::In* __restrict__ x, unsigned n,
+                                                       unsigned width) {
+    typedef typename Op::Acc Acc;
+    const unsigned gl = (threadIdx.x & 31) % GL;
+    Acc v;
+    if constexpr (ORDER_FREE) {
+        typename ShortRun<Op>::State st = ShortRun<Op>::start(op);
+        fold_run<VEC>(op, st, x, gl * VEC, n);
+        v = ShortRun<Op>::end(op, st);
+    } else {
+        v = padded_tree<VEC>(op, x, gl * VEC, n, width);
+    }
+    const unsigned lanes = width / VEC;  // lanes of the group the tree spans
+#pragma unroll
+    for (int off = 1; off < GL; off <<= 1) {
+        const Acc other = shfl_down(v, off);
+        if ((unsigned)off < lanes) v = op.combine(v, other);
+    }
+    return v;
+}
+
 // The thread schedule's middle lengths: segments of a warp's 32 (lane l drew segment l, at
 // `lo`, `len` positions) that `grouped` marks are reduced 32 / GL at a time, a group of GL
-// lanes on each: lane j of a group loads positions VEC * j .. VEC * j + VEC - 1 of its
-// segment and reduces them (cf::thread_reduce), then the group joins its lanes with
-// shuffles, so that the group's first lane holds the tree over next_pow2(len) positions
-// (absent ones the identity): tile_reduce_at's tree for a group of GL lanes and one load,
-// cut at the segment's own width. Lengths at most GL * VEC. Each marked lane gets its
-// segment's tree in `mine`. Every lane of the warp calls it; `order` (32 bytes of shared
-// memory for the warp) lists the marked lanes.
+// lanes on each (cf::group_tree, cut at the segment's own width). Lengths at most GL * VEC.
+// Each marked lane gets its segment's tree in `mine`. Every lane of the warp calls it;
+// `order` (32 bytes of shared memory for the warp) lists the marked lanes.
 //
-// ORDER_FREE (Operator::ORDER_FREE): every order gives the tree's bits, so a lane folds its
-// positions in order into its run state (cf::Run: Max and Min compare keys, the arg-
-// operators rank a value once) and the group joins its lanes' results with shuffles, the
-// identity in lanes past the segment. (The tree, a combine for every position, cost Max
-// and ArgMax more than a lane alone walking segments of up to 64: H100, short segments,
-// max 1995 -> 1344 GB/s.)
+// ORDER_FREE (Operator::ORDER_FREE): each lane folds its positions in order (the tree, a
+// combine for every position, cost Max and ArgMax more than a lane alone walking segments
+// of up to 64: H100, short segments, max 1995 -> 1344 GB/s).
 template <int GL, int VEC, bool ORDER_FREE, class Op>
 __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In* __restrict__ x, bool grouped, u64 lo,
                                             unsigned len, typename Op::Acc& mine, unsigned char* order) {
     typedef typename Op::Acc Acc;
     constexpr int PER = 32 / GL;  // segments a pass
-    const int lane = threadIdx.x & 31, sub = lane / GL, gl = lane % GL;
+    const int lane = threadIdx.x & 31, sub = lane / GL;
     const unsigned mask = __ballot_sync(~0u, grouped);
     const int count = __popc(mask);
     const int rank = __popc(mask & ((1u << lane) - 1));
@@ -490,60 +521,11 @@ __device__ __forceinline__ void group_trees(const Op& op, const typename Op::In*
         const u64 a = __shfl_sync(~0u, lo, src);
         const unsigned b = __shfl_sync(~0u, len, src);
         const unsigned m = k < count ? b : 0;
-        const unsigned width = next_pow2_32(m);
-        Acc v;
-        if constexpr (ORDER_FREE) {
-            typename ShortRun<Op>::State st = ShortRun<Op>::start(op);
-            fold_run<VEC>(op, st, x + a, (unsigned)(gl * VEC), m);
-            v = ShortRun<Op>::end(op, st);
-        } else {
-            v = padded_tree<VEC>(op, x + a, (unsigned)(gl * VEC), m, width);
-        }
-        const unsigned lanes = width / VEC;  // lanes of the group the tree spans
-#pragma unroll
-        for (int off = 1; off < GL; off <<= 1) {
-            const Acc other = shfl_down(v, off);
-            if ((unsigned)off < lanes) v = op.combine(v, other);
-        }
+        const Acc v = group_tree<GL, VEC, ORDER_FREE>(op, x + a, m, next_pow2_32(m));
         const Acc t = shfl_idx(v, ((rank - first) % PER) * GL);
         if (grouped && rank >= first && rank - first < PER) mine = t;
     }
     __syncwarp();  // `order` is written again by the warp's next segments
-}
-
-// The tree of width `width` (a power of two, next_pow2(n) <= width <= 32 * VEC) over the
-// 1 <= n <= 32 * VEC values at x, positions from n on the identity, by a whole warp (every
-// lane calls it alike; the result is meaningful in lane 0): lane j's VEC positions VEC * j
-// .. reduced in the lane (cf::padded_tree, or folded for order-free operators), then the
-// lanes joined with shuffles up to the width: group_trees' tree for a group of all 32
-// lanes, with 32-bit positions. The thread schedule's warp takes its segments of up to 256
-// with it, and those of operators with a tree up to 2^CF_LONG_MIN_LOG as passes of width
-// 256 on a counter (cf::thread_step): the general cf::segment_tree, tiles of 32 * K * VEC
-// with 64-bit positions and vector loads under checks, cost more than the loads there. H100, f32,
-// power-law lengths, ms, three rounds: max 0.268-0.271 -> 0.256-0.258, argmax 0.356-0.358
-// -> 0.347-0.349, sum 0.246-0.249 -> 0.247-0.248, the one pass by key without lengths
-// 0.361-0.369 -> 0.355-0.361; 2^24 segments of 4 to 32 unchanged (BENCHMARKS.md, "Segments,
-// twenty-fourth step").
-template <int VEC, bool ORDER_FREE, class Op>
-__device__ __forceinline__ typename Op::Acc warp_tile_tree(const Op& op, const typename Op::In* __restrict__ x,
-                                                           unsigned n, unsigned width) {
-    typedef typename Op::Acc Acc;
-    const unsigned lane = threadIdx.x & 31;
-    Acc v;
-    if constexpr (ORDER_FREE) {
-        typename ShortRun<Op>::State st = ShortRun<Op>::start(op);
-        fold_run<VEC>(op, st, x, lane * VEC, n);
-        v = ShortRun<Op>::end(op, st);
-    } else {
-        v = padded_tree<VEC>(op, x, lane * VEC, n, width);
-    }
-    const unsigned lanes = width / VEC;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const Acc other = shfl_down(v, off);
-        if ((unsigned)off < lanes) v = op.combine(v, other);
-    }
-    return v;
 }
 
 }  // namespace cf
@@ -601,6 +583,32 @@ __device__ __forceinline__ void prefetch_step(const T* x, u64 n, u64 base, u64 s
     prefetch_lines<false>(x, start, end);
 }
 
+// The thread schedule's walk over the segments, by every thread of a block of BLOCK: each
+// warp takes steps of 32 consecutive segments, the grid's warps in turn, and calls
+// body(s, lo, hi) once a step in every lane, lane l on segment s = base + l with its bounds
+// unchecked (cf::raw_bounds; 0 and 0 past the last segment). Each step's bounds are loaded a
+// step ahead, and its span asked of the L1 at the end of the step before (cf::prefetch_step),
+// so that a step waits neither on its offsets nor, in turn, on its lanes' loads. The
+// reduction's and the scan's thread schedules share it (their kernels give the measurements).
+template <int BLOCK, class T, class Body>
+__device__ __forceinline__ void thread_steps(const T* x, u64 n, u64 segments, const u64* __restrict__ offsets,
+                                             u64 stride, u64 cols, Body body) {
+    const int lane = threadIdx.x & 31;
+    const u64 step = (u64)gridDim.x * BLOCK;
+    const u64 first_base = (u64)blockIdx.x * BLOCK + (threadIdx.x & ~31u);
+    u64 lo = 0, hi = 0;
+    if (first_base + lane < segments) raw_bounds(first_base + lane, offsets, stride, cols, lo, hi);
+    prefetch_step(x, n, first_base, segments, lo, hi);
+    for (u64 base = first_base; base < segments; base += step) {
+        u64 next_lo = 0, next_hi = 0;
+        if (base + step + lane < segments) raw_bounds(base + step + lane, offsets, stride, cols, next_lo, next_hi);
+        body(base + lane, lo, hi);
+        prefetch_step(x, n, base + step, segments, next_lo, next_hi);
+        lo = next_lo;
+        hi = next_hi;
+    }
+}
+
 // log2 of a long segment's chunk: at least 2^CF_LONG_CHUNK_MIN_LOG positions and one tile of
 // the long pass's blocks (2^TILE_LOG), and at most 2^CF_LONG_CHUNKS_LOG chunks
 // (next_pow2(len) >> log; the joining warp's one tile holds 32 * 8). 16
@@ -621,7 +629,7 @@ template <int TILE_LOG> __device__ __forceinline__ int long_chunk_log(u64 len) {
 // takes segments up to CF_REDUCE_LANE_MAX positions (order-free operators:
 // CF_REDUCE_FREE_LANE_MAX); segments up to CF_REDUCE_GROUP_MAX go to groups of four or eight
 // lanes, eight or four at a time (cf::group_trees), and longer ones to the whole warp, one
-// after another (cf::warp_tile_tree up to 256 positions, passes of it up to
+// after another (cf::group_tree over all 32 lanes up to 256 positions, passes of it up to
 // 2^CF_LONG_MIN_LOG for operators with a tree, cf::segment_tree beyond), so that no lane
 // reads a long segment alone while the others wait; with a
 // long list (`long_hdr` not null), those over 2^CF_LONG_MIN_LOG are listed for the long pass
@@ -698,11 +706,11 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
         // -> 0.238-0.239.)
         const unsigned m = (unsigned)(b - a);
         if (b - a <= 32 * 8) {
-            r = warp_tile_tree<8, ORDER_FREE>(op, x + a, m, next_pow2_32(m));
+            r = group_tree<32, 8, ORDER_FREE>(op, x + a, m, next_pow2_32(m));
         } else if (!ORDER_FREE && b - a <= (1u << CF_LONG_MIN_LOG)) {
             r = counter_tree(op, (m + 255) / 256, next_pow2_32(m) / 256, lane == 0, [&](u64 i) {
                 const unsigned f = (unsigned)i * 256;
-                return warp_tile_tree<8, false>(op, x + a + f, m - f < 256 ? m - f : 256u, 256u);
+                return group_tree<32, 8, false>(op, x + a + f, m - f < 256 ? m - f : 256u, 256u);
             });
         } else {
             const SegmentLoader<Op, VEC> ld{x + a, b - a, (reinterpret_cast<unsigned long long>(x + a) & 15) == 0};
@@ -755,11 +763,8 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
     // each lane's loop as long as its own segment; 28.4 now, ncu.)
     __shared__ cf_acc_t smem[2][1];  // unused by a one-warp group, which has no block stage
     __shared__ unsigned char order[CF_BLOCK / 32][32];
-    const int lane = threadIdx.x & 31;
-    const cf::u64 step = (cf::u64)gridDim.x * CF_BLOCK;
-    const cf::u64 first_base = (cf::u64)blockIdx.x * CF_BLOCK + (threadIdx.x & ~31u);
     // Each step's bounds are loaded a step ahead, and its span is asked of the L1 at the end
-    // of the step before (cf::prefetch_step): a lane's loads, and its groups' passes after
+    // of the step before (cf::thread_steps, cf::prefetch_step): a lane's loads, and its groups' passes after
     // them, then find their lines there, where each pass waited on memory in turn. H100,
     // ms, two rounds, 2^24 segments of 4 to 32 / power-law lengths: sum 0.595 -> 0.524 /
     // 0.273 -> 0.265, max 0.575 -> 0.541 / 0.286 -> 0.288, argmax 0.900 -> 0.864 / 0.484 ->
@@ -768,20 +773,11 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
     // 0.506), and placed there only for steps whose lanes hand nothing on, it gave neither
     // (BENCHMARKS.md); a step's own span at its start, or each lane's own segment, fell in
     // between.
-    cf::u64 lo = 0, hi = 0;
-    if (first_base + lane < segments) cf::raw_bounds(first_base + lane, offsets, stride, cols, lo, hi);
-    cf::prefetch_step(x, n, first_base, segments, lo, hi);
-    for (cf::u64 base = first_base; base < segments; base += step) {
-        const cf::u64 s = base + lane;
-        cf::u64 next_lo = 0, next_hi = 0;
-        if (base + step + lane < segments) cf::raw_bounds(base + step + lane, offsets, stride, cols, next_lo, next_hi);
+    cf::thread_steps<CF_BLOCK>(x, n, segments, offsets, stride, cols, [&](cf::u64 s, cf::u64 lo, cf::u64 hi) {
         const bool valid = s < segments && lo <= hi && hi <= n;
         cf::thread_step<cf_op_t, CF_K, CF_VEC, CF_ORDER_FREE != 0, CF_LONG_TILE_LOG>(
             op, x, n, valid, s, lo, hi, write_empty != 0, out, long_hdr, smem, order[threadIdx.x >> 5]);
-        cf::prefetch_step(x, n, base + step, segments, next_lo, next_hi);
-        lo = next_lo;
-        hi = next_hi;
-    }
+    });
 #elif CF_GROUP < 32
     // Rows only (the host plans this schedule for rows, never for offsets): the warp's
     // 32 / CF_GROUP groups take consecutive rows at once, all of `cols` positions, so every

@@ -262,24 +262,15 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
     __shared__ uint4 span_stage[CF_BLOCK / 32][SPAN_BYTES / 16];
     cf_in_t* stage = reinterpret_cast<cf_in_t*>(span_stage[threadIdx.x >> 5]);
     cf_out_t* ostage = reinterpret_cast<cf_out_t*>(span_stage[threadIdx.x >> 5]);
-    const int lane = threadIdx.x & 31;
-    const cf::u64 step = (cf::u64)gridDim.x * CF_BLOCK;
     // Each step's bounds are loaded a step ahead, and its span is asked of the L1 at the end
-    // of the step before (cf::prefetch_step), as the reduction's thread schedule does: a
+    // of the step before (cf::thread_steps, as the reduction's thread schedule does): a
     // step waited on its offsets, then on its span. H100, f32 cumsum, ms, 2^24 segments of
     // 4 to 32 / power-law lengths: 1.030 / 0.473-0.476 without, 0.939-0.944 / 0.444-0.449
     // with the prefetch right after the stage is copied, 0.911-0.924 / 0.414-0.417 at the
     // step's end (BENCHMARKS.md, "Segments, twenty-third step"). Capped at 64 registers
     // (four blocks of 256 a multiprocessor instead of three), 1.154-1.161 / 0.486-0.493:
     // not kept.
-    const cf::u64 first_base = (cf::u64)blockIdx.x * CF_BLOCK + (threadIdx.x & ~31u);
-    cf::u64 lo = 0, hi = 0;
-    if (first_base + lane < segments) cf::raw_bounds(first_base + lane, offsets, stride, cols, lo, hi);
-    cf::prefetch_step(x, n, first_base, segments, lo, hi);
-    for (cf::u64 base = first_base; base < segments; base += step) {
-        const cf::u64 s = base + lane;
-        cf::u64 next_lo = 0, next_hi = 0;
-        if (base + step + lane < segments) cf::raw_bounds(base + step + lane, offsets, stride, cols, next_lo, next_hi);
+    cf::thread_steps<CF_BLOCK>(x, n, segments, offsets, stride, cols, [&](cf::u64 s, cf::u64 lo, cf::u64 hi) {
         cf::u64 at;
         const bool valid = cf_scan_place(s, n, offsets, cols, lo, hi, at) && s < segments;
         const bool longer = valid && hi - lo > CF_THREAD_MAX;
@@ -331,10 +322,7 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
                 __syncwarp();
             }
         }
-        cf::prefetch_step(x, n, base + step, segments, next_lo, next_hi);
-        lo = next_lo;
-        hi = next_hi;
-    }
+    });
 #elif CF_GROUP == 32
     // A warp per segment (planned for rows over CF_SCAN_WARP_MIN, whose lengths are all
     // the same; segments by offsets when forced): the block's warps on consecutive segments, each scanned from x into y by its warp
