@@ -6,10 +6,10 @@
 // segment (0 .. hi - lo), as the whole-array reduction of that segment alone would give:
 //
 //   group    GROUP threads per segment (one thread, one warp, or the whole block),
-//            segments taken in turn (grid-stride); a lone thread runs cf::thread_tree on
-//            segments up to CF_REDUCE_LANE_MAX (CF_REDUCE_FREE_LANE_MAX for order-free
-//            operators), hands those up to CF_REDUCE_GROUP_MAX to groups of lanes of its
-//            warp (cf::group_trees) and longer ones to its whole warp;
+//            segments taken in turn (grid-stride); a lone thread reduces its segment
+//            when it has up to CF_REDUCE_LANE_MAX positions (CF_REDUCE_FREE_LANE_MAX for
+//            order-free operators), hands those up to CF_REDUCE_GROUP_MAX to groups of
+//            lanes of its warp (cf::group_trees) and longer ones to its whole warp;
 //   tile     GROUP * K * VEC positions (a power of two): cf::tile_reduce_at, the same tile
 //            tree as the whole-array kernel, cut at next_pow2(hi - lo) for a short segment;
 //   tiles    for a longer segment, the tile trees in order on a binary counter in the
@@ -401,7 +401,7 @@ __device__ __forceinline__ unsigned next_pow2_32(unsigned n) {
 
 // One thread's N positions first .. first + N - 1 of the n values at x (lifted with their
 // place, the identity from n on), reduced by cf::thread_reduce cut at `width`: a lane's
-// share of a short segment's tree (cf::thread_tree, cf::group_trees). Positions, n and the
+// share of a short segment's tree (cf::group_trees). Positions, n and the
 // width in 32 bits (segments of a few hundred values at most): with 64-bit ones, the
 // compares and next_pow2 took two instructions each in the one pass by key's rounds.
 template <int N, class Op>
@@ -437,24 +437,18 @@ __device__ __forceinline__ void fold_run(const Op& op, typename ShortRun<Op>::St
         if (first + j < n) ShortRun<Op>::add(op, st, x[first + j], first + j);
 }
 
-// The canonical tree over the 1 <= n <= MAX values at x by one thread (lifted with their
-// place 0 .. n - 1; MAX a power of two, a few values): MAX loads, the identity past n, and
-// cf::thread_reduce cut at next_pow2(n), the tree a group's lane builds (cf::group_trees).
-// ORDER_FREE (Operator::ORDER_FREE): every order gives the tree's bits, so the thread folds
-// the values in order into its run state (cf::Run), as a group's lane does. (A binary
+// An order-free operator's result over the 1 <= n <= MAX values at x by one thread (MAX a
+// power of two, a few values): every order gives the canonical tree's bits, so the thread
+// folds the values in order into its run state (cf::Run), as a group's lane does. (A binary
 // counter over runs of eight, which a lane needed for segments of up to 256 values before
 // groups and warps took those, cost a segment of a few values about five times the
-// instructions.)
-template <int MAX, bool ORDER_FREE, class Op>
-__device__ __forceinline__ typename Op::Acc thread_tree(const Op& op, const typename Op::In* __restrict__ x, u64 n) {
-    if constexpr (ORDER_FREE) {
-        constexpr int G = MAX < 8 ? MAX : 8;
-        typename ShortRun<Op>::State st = ShortRun<Op>::start(op);
-        for (unsigned b = 0; b < (unsigned)n; b += G) fold_run<G>(op, st, x, b, (unsigned)n);
-        return ShortRun<Op>::end(op, st);
-    } else {
-        return padded_tree<MAX>(op, x, 0, (unsigned)n, next_pow2_32((unsigned)n));
-    }
+// instructions.) Operators with a tree build a lane's own segment's tree in cf::thread_step.
+template <int MAX, class Op>
+__device__ __forceinline__ typename Op::Acc thread_fold(const Op& op, const typename Op::In* __restrict__ x, u64 n) {
+    constexpr int G = MAX < 8 ? MAX : 8;
+    typename ShortRun<Op>::State st = ShortRun<Op>::start(op);
+    for (unsigned b = 0; b < (unsigned)n; b += G) fold_run<G>(op, st, x, b, (unsigned)n);
+    return ShortRun<Op>::end(op, st);
 }
 
 // The tree of width `width` (a power of two, next_pow2(n) <= width <= GL * VEC) over the
@@ -665,9 +659,33 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
     // shared memory (stage_span, which the scan's thread schedule uses to coalesce
     // its stores) made these reductions slower on an H100 (short segments 1.08 ->
     // 1.48 ms): their loads already meet in L1, and the stage costs occupancy.
+    //
+    // A lane's own segment: order-free operators fold it here (cf::thread_fold). Operators
+    // with a tree load it here into `raw` and build its tree at the end of the step, after
+    // the groups' passes and the warp's segments, so that its loads are in flight meanwhile
+    // (before, the step waited on them first). H100, f32, ms, one round a binary in one call
+    // (BENCHMARKS.md, "Segments, twenty-fifth step"): power-law lengths, sum 0.237 -> 0.231,
+    // the one pass by key without lengths 0.352 both; 2^24 segments of 4 to 32, sum 0.520 ->
+    // 0.516. (On top of the groups' segments gathered across steps, measured, not kept, it
+    // took the one pass by key 0.351 -> 0.341 too.)
     typename Op::Acc t = op.identity();
-    if (valid && len > 0 && len <= (unsigned)LANE_MAX)
-        t = thread_tree<LANE_MAX, ORDER_FREE>(op, x + lo, len);
+    typename Op::In raw[LANE_MAX];
+    const bool alone = valid && len <= (unsigned)LANE_MAX;
+    if constexpr (ORDER_FREE) {
+        if (alone && len > 0) t = thread_fold<LANE_MAX>(op, x + lo, len);
+    } else {
+#pragma unroll
+        for (unsigned i = 0; i < (unsigned)LANE_MAX; ++i)
+            if (alone && i < len) raw[i] = x[lo + i];
+    }
+    const auto write_own = [&] {
+        if (valid && !longer) {
+            if (len > 0)
+                out[s] = op.finish(t, len);
+            else if (write_empty)
+                out[s] = op.finish(op.identity(), 0);
+        }
+    };
     // Groups of eight lanes where a grouped segment is over half the longest, else of
     // four, eight segments a pass (each lane eight loads either way). Groups of four
     // only where lanes hand down segments of half the longest or less (not for
@@ -685,12 +703,7 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
         group_trees<8, CF_REDUCE_GROUP_MAX / 8, ORDER_FREE>(op, x, grouped, lo, len, t, order);
     else if (FOURS && __any_sync(~0u, grouped))
         group_trees<4, CF_REDUCE_GROUP_MAX / 8, ORDER_FREE>(op, x, grouped, lo, len, t, order);
-    if (valid && !longer) {
-        if (len > 0)
-            out[s] = op.finish(t, len);
-        else if (write_empty)
-            out[s] = op.finish(op.identity(), 0);
-    }
+    if constexpr (ORDER_FREE) write_own();
     // With a long list, the longest go to the long pass (cf_segment_long_chunks).
     const bool listed = longer && long_hdr && len > (1u << CF_LONG_MIN_LOG) &&
                         reduce_long_list(long_hdr, n).add(s, lo, len64, long_chunk_log<TILE_LOG>(len64));
@@ -719,6 +732,22 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
         }
         const u64 at = __shfl_sync(~0u, s, j);
         if (lane == 0) out[at] = op.finish(r, b - a);
+    }
+    // The lane's own segment's tree, from `raw`: cf::padded_tree's tree, cut at
+    // next_pow2(len). (A version that built it, and cf::padded_tree's, through shared
+    // helpers for the loads and the lifted tree measured slower in one call, on top of the
+    // gathered groups: power-law lengths, the one pass by key 0.472 ms against 0.343, sum
+    // 0.232-0.234 against 0.224.)
+    if constexpr (!ORDER_FREE) {
+        if (alone && len > 0) {
+            typename Op::Acc items[LANE_MAX];
+#pragma unroll
+            for (unsigned i = 0; i < (unsigned)LANE_MAX; ++i)
+                items[i] = i < len ? op.lift(raw[i], (u64)i) : op.identity();
+            thread_reduce(op, items, next_pow2_32(len));
+            t = items[0];
+        }
+        write_own();
     }
 }
 }  // namespace cf
