@@ -8,8 +8,9 @@
 //   group    GROUP threads per segment (one thread, one warp, or the whole block),
 //            segments taken in turn (grid-stride); a lone thread reduces its segment
 //            when it has up to CF_REDUCE_LANE_MAX positions (CF_REDUCE_FREE_LANE_MAX for
-//            order-free operators), hands those up to CF_REDUCE_GROUP_MAX to groups of
-//            lanes of its warp (cf::group_trees) and longer ones to its whole warp;
+//            order-free operators), hands those up to CF_REDUCE_GROUP_MAX to groups
+//            of lanes of its warp, gathered across its steps (cf::group_push), and
+//            longer ones to its whole warp;
 //   tile     GROUP * K * VEC positions (a power of two): cf::tile_reduce_at, the same tile
 //            tree as the whole-array kernel, cut at next_pow2(hi - lo) for a short segment;
 //   tiles    for a longer segment, the tile trees in order on a binary counter in the
@@ -401,7 +402,7 @@ __device__ __forceinline__ unsigned next_pow2_32(unsigned n) {
 
 // One thread's N positions first .. first + N - 1 of the n values at x (lifted with their
 // place, the identity from n on), reduced by cf::thread_reduce cut at `width`: a lane's
-// share of a short segment's tree (cf::group_trees). Positions, n and the
+// share of a short segment's tree (cf::group_tree). Positions, n and the
 // width in 32 bits (segments of a few hundred values at most): with 64-bit ones, the
 // compares and next_pow2 took two instructions each in the one pass by key's rounds.
 template <int N, class Op>
@@ -459,7 +460,7 @@ __device__ __forceinline__ typename Op::Acc thread_fold(const Op& op, const type
 // state, cf::fold_run, as every order gives the tree's bits), then the group joins its lanes
 // with shuffles up to the width: tile_reduce_at's tree for GL lanes and one load, in 32-bit
 // positions. Groups of 4, 8 or 16 lanes take the thread schedule's middle lengths
-// (cf::group_trees); the whole warp (GL = 32) its segments of up to 256, and those of
+// (cf::group_pass); the whole warp (GL = 32) its segments of up to 256, and those of
 // operators with a tree up to 2^CF_LONG_MIN_LOG as passes of width 256 on a counter
 // (cf::thread_step), where the general cf::segment_tree (tiles of 32 * K * VEC, 64-bit
 // positions, vector loads under checks) cost more than the loads. H100, f32, power-law
@@ -489,52 +490,118 @@ __device__ __forceinline__ typename Op::Acc group_tree(const Op& op, const typen
     return v;
 }
 
-// The thread schedule's middle lengths: segments of a warp's 32 (lane l drew segment l, at
-// `lo`, `len` positions) that `grouped` marks are reduced 32 / GL at a time, a group of GL
-// lanes on each (cf::group_tree, cut at the segment's own width). Lengths at most GL * VEC.
-// Each marked lane gets its segment's tree in `mine`. Every lane of the warp calls it;
-// `order` (32 bytes of shared memory for the warp) lists the marked lanes.
+// The thread schedule's middle lengths wait here for a group of GL lanes: a warp gathers them
+// across its steps, in shared memory, and reduces them PER = 32 / GL at a time
+// (cf::group_pass), so that every group of a pass has a segment. Each step's own segments
+// alone, a pass for each PER of them, left most groups idle: on power-law lengths a step hands
+// groups about two segments, and those passes ran 30% of the thread schedule's instructions
+// (ncu, H100, f32 sum). Gathered, H100, f32, ms, two rounds in one call against the step
+// before, which passed each step's own: power-law lengths, sum 0.227-0.228 -> 0.221-0.223,
+// max 0.250 -> 0.241-0.242, argmax 0.345 -> 0.343-0.344, the one pass by key without lengths
+// 0.346-0.347 -> 0.339-0.340 (CUB's ReduceByKey 0.338); 2^24 segments of 4 to 32, one round,
+// sum 0.514 -> 0.523, argmax 0.689 -> 0.682, by key 1.009 -> 1.015 (BENCHMARKS.md, "Segments,
+// twenty-sixth step"). Entries of 16 bytes (the length in the start's top bits) in a ring,
+// with no move of the rest to the front, were no faster (by key 0.341-0.344). USED false: an
+// empty queue, for a tier the schedule does not use. Its count (`unsigned`, the same in every
+// lane) is the caller's.
+template <int GL, bool USED = true> struct GroupQueue {
+    static constexpr unsigned PER = 32 / GL;  // segments a pass
+    static constexpr int CAP = USED ? (int)PER - 1 + 32 : 1;  // a pass's remainder and a step
+    u64 lo[CAP], s[CAP];
+    unsigned len[CAP];
+};
+
+// Queued segments first .. first + PER - 1 (those below `count`), a group of GL lanes on
+// each: the tree cf::group_tree gives over the segment's VEC * GL or fewer positions, cut at
+// its own width; the group's first lane writes its result to out[s]. Every lane of the warp
+// calls it, after a __syncwarp since the queue was written.
 //
 // ORDER_FREE (Operator::ORDER_FREE): each lane folds its positions in order (the tree, a
 // combine for every position, cost Max and ArgMax more than a lane alone walking segments
 // of up to 64: H100, short segments, max 1995 -> 1344 GB/s).
-template <int GL, int VEC, bool ORDER_FREE, class Op>
-__device__ __forceinline__ void group_trees(const Op& op, const typename Op::In* __restrict__ x, bool grouped, u64 lo,
-                                            unsigned len, typename Op::Acc& mine, unsigned char* order) {
-    typedef typename Op::Acc Acc;
-    constexpr int PER = 32 / GL;  // segments a pass
-    const int lane = threadIdx.x & 31, sub = lane / GL;
-    const unsigned mask = __ballot_sync(~0u, grouped);
-    const int count = __popc(mask);
-    const int rank = __popc(mask & ((1u << lane) - 1));
-    if (grouped) order[rank] = (unsigned char)lane;
-    __syncwarp();
-    for (int first = 0; first < count; first += PER) {
-        const int k = first + sub;
-        const int src = k < count ? order[k] : 0;
-        const u64 a = __shfl_sync(~0u, lo, src);
-        const unsigned b = __shfl_sync(~0u, len, src);
-        const unsigned m = k < count ? b : 0;
-        const Acc v = group_tree<GL, VEC, ORDER_FREE>(op, x + a, m, next_pow2_32(m));
-        const Acc t = shfl_idx(v, ((rank - first) % PER) * GL);
-        if (grouped && rank >= first && rank - first < PER) mine = t;
+template <int GL, int VEC, bool ORDER_FREE, class Op, bool USED>
+__device__ __forceinline__ void group_pass(const Op& op, const typename Op::In* __restrict__ x,
+                                           const GroupQueue<GL, USED>& q, unsigned first, unsigned count,
+                                           typename Op::Out* out) {
+    const unsigned lane = threadIdx.x & 31, k = first + lane / GL;
+    const bool have = k < count;
+    const u64 lo = have ? q.lo[k] : 0;
+    const unsigned m = have ? q.len[k] : 0;
+    const typename Op::Acc v = group_tree<GL, VEC, ORDER_FREE>(op, x + lo, m, next_pow2_32(m));
+    if (have && lane % GL == 0) out[q.s[k]] = op.finish(v, m);
+}
+
+// The lanes' segments that `mine` marks (segment s at lo, len positions) joined to the
+// warp's queue `q` of `count`, then reduced in full passes while it holds PER or more
+// (cf::group_pass); fewer than PER stay, moved to the front. Every lane of the warp calls it.
+template <int GL, int VEC, bool ORDER_FREE, class Op, bool USED>
+__device__ __forceinline__ void group_push(const Op& op, const typename Op::In* __restrict__ x,
+                                           GroupQueue<GL, USED>& q, unsigned& count, bool mine, u64 s, u64 lo,
+                                           unsigned len, typename Op::Out* out) {
+    constexpr unsigned PER = GroupQueue<GL, USED>::PER;
+    const unsigned lane = threadIdx.x & 31;
+    const unsigned mask = __ballot_sync(~0u, mine);
+    if (mine) {
+        const unsigned at = count + __popc(mask & ((1u << lane) - 1));
+        q.lo[at] = lo;
+        q.s[at] = s;
+        q.len[at] = len;
     }
-    __syncwarp();  // `order` is written again by the warp's next segments
+    count += __popc(mask);
+    if (count < PER) return;
+    __syncwarp();
+    unsigned first = 0;
+    do {
+        group_pass<GL, VEC, ORDER_FREE>(op, x, q, first, first + PER, out);
+        first += PER;
+    } while (first + PER <= count);
+    const unsigned rest = count - first;
+    const bool moving = lane < rest;
+    u64 a = 0, b = 0;
+    unsigned c = 0;
+    if (moving) {
+        a = q.lo[first + lane];
+        b = q.s[first + lane];
+        c = q.len[first + lane];
+    }
+    __syncwarp();
+    if (moving) {
+        q.lo[lane] = a;
+        q.s[lane] = b;
+        q.len[lane] = c;
+    }
+    __syncwarp();
+    count = rest;
+}
+
+// The segments left in a warp's queue after its last step: one pass of fewer than PER.
+// Every lane of the warp calls it.
+template <int GL, int VEC, bool ORDER_FREE, class Op, bool USED>
+__device__ __forceinline__ void group_flush(const Op& op, const typename Op::In* __restrict__ x,
+                                            const GroupQueue<GL, USED>& q, unsigned& count, typename Op::Out* out) {
+    if (count == 0) return;
+    __syncwarp();
+    group_pass<GL, VEC, ORDER_FREE>(op, x, q, 0, count, out);
+    count = 0;
 }
 
 }  // namespace cf
 
 // The reduction's thread schedule: a lane alone takes segments up to CF_REDUCE_LANE_MAX
 // positions (order-free operators: CF_REDUCE_FREE_LANE_MAX), a group of four or eight
-// lanes those up to CF_REDUCE_GROUP_MAX (cf::group_trees), the whole warp longer ones (or,
+// lanes those up to CF_REDUCE_GROUP_MAX (cf::group_push), the whole warp longer ones (or,
 // with a long list, the long pass those over 2^CF_LONG_MIN_LOG).
 #define CF_REDUCE_LANE_MAX 8
 #define CF_REDUCE_FREE_LANE_MAX 32
 #define CF_REDUCE_GROUP_MAX 64
 // With mid groups (the reduction by key's one pass, operators that are not order-free),
 // groups of sixteen lanes take the segments of CF_REDUCE_GROUP_MAX + 1 to CF_REDUCE_MID_MAX
-// positions, two at a time, instead of the whole warp one at a time.
+// positions, two a pass, instead of the whole warp one at a time.
 #define CF_REDUCE_MID_MAX 128
+// Shared memory a warp's queues of middle lengths take (cf::StepQueues: the most, that of
+// operators with a tree and sixteen-lane groups; a static_assert checks it), which the thread
+// schedule's launches pass a warp (src/segment/gpu.rs, step_queue_bytes).
+#define CF_STEP_QUEUE_BYTES 2152
 // In the reduction's thread schedule with a long list (ragged offsets with a long tail),
 // segments longer than 2^CF_LONG_MIN_LOG go to the long pass instead of a warp: aligned
 // chunks of at least 2^CF_LONG_CHUNK_MIN_LOG positions, a block per chunk, then a warp per
@@ -553,6 +620,10 @@ __device__ __forceinline__ void raw_bounds(u64 s, const u64* __restrict__ offset
         hi = lo + cols;
     }
 }
+
+// Whether bounds lo .. hi (cf::raw_bounds) are a segment of an input of n positions; offsets
+// that decrease or run past the end are not, and such a segment is neither read nor written.
+__device__ __forceinline__ bool segment_in_input(u64 lo, u64 hi, u64 n) { return lo <= hi && hi <= n; }
 
 // The lines of x[start, end) asked of the L1 without waiting by a warp, a line a lane: the
 // first 32 lines, or all of them (ALL).
@@ -618,24 +689,59 @@ template <int TILE_LOG> __device__ __forceinline__ int long_chunk_log(u64 len) {
 }
 
 
+// A warp's queues of the thread schedule's middle lengths (cf::GroupQueue), in shared
+// memory: groups of four lanes for segments of LANE_MAX + 1 to CF_REDUCE_GROUP_MAX / 2
+// positions where lanes hand those down (not for order-free operators, whose lanes keep
+// them), of eight up to CF_REDUCE_GROUP_MAX, and with MID_GROUPS of sixteen up to
+// CF_REDUCE_MID_MAX. Each lane of a group reduces eight positions. StepCounts holds their
+// counts, in registers.
+template <bool ORDER_FREE, bool MID_GROUPS> struct StepQueues {
+    static constexpr unsigned LANE_MAX = ORDER_FREE ? CF_REDUCE_FREE_LANE_MAX : CF_REDUCE_LANE_MAX;
+    static constexpr bool FOURS = LANE_MAX < CF_REDUCE_GROUP_MAX / 2;
+    GroupQueue<4, FOURS> fours;
+    GroupQueue<8> eights;
+    GroupQueue<16, MID_GROUPS> mids;
+};
+struct StepCounts {
+    unsigned fours = 0, eights = 0, mids = 0;
+};
+static_assert(sizeof(StepQueues<false, true>) == CF_STEP_QUEUE_BYTES, "the largest queues, as the host passes them");
+static_assert(sizeof(StepQueues<false, false>) <= CF_STEP_QUEUE_BYTES &&
+                  sizeof(StepQueues<true, true>) <= CF_STEP_QUEUE_BYTES,
+              "every kernel's queues within a warp's share");
+
+// The calling warp's queues, in the kernel's dynamic shared memory: CF_STEP_QUEUE_BYTES a
+// warp of the block, which every launch of a kernel that calls it passes (the host's side:
+// src/segment/gpu.rs, step_queue_bytes). Dynamic, since a block of 1024 threads takes 67 KiB
+// of them, past the 48 KiB a kernel may declare: cf_reduce_by_key's declared tables and these
+// queues did not compile so.
+template <bool ORDER_FREE, bool MID_GROUPS>
+__device__ __forceinline__ StepQueues<ORDER_FREE, MID_GROUPS>& warp_queues() {
+    extern __shared__ __align__(16) unsigned char cf_step_queues[];
+    unsigned char* mine = cf_step_queues + (threadIdx.x >> 5) * CF_STEP_QUEUE_BYTES;
+    return *reinterpret_cast<StepQueues<ORDER_FREE, MID_GROUPS>*>(mine);
+}
+
 // One step of the reduction's thread schedule, by a whole warp: lane l's segment is
 // positions lo .. hi of x (of n values) when `valid`, its result goes to out[s]. A lane alone
 // takes segments up to CF_REDUCE_LANE_MAX positions (order-free operators:
-// CF_REDUCE_FREE_LANE_MAX); segments up to CF_REDUCE_GROUP_MAX go to groups of four or eight
-// lanes, eight or four at a time (cf::group_trees), and longer ones to the whole warp, one
-// after another (cf::group_tree over all 32 lanes up to 256 positions, passes of it up to
-// 2^CF_LONG_MIN_LOG for operators with a tree, cf::segment_tree beyond), so that no lane
-// reads a long segment alone while the others wait; with a
-// long list (`long_hdr` not null), those over 2^CF_LONG_MIN_LOG are listed for the long pass
-// instead (chunks of at least 2^TILE_LOG). MID_GROUPS: segments up to CF_REDUCE_MID_MAX go
-// to groups of sixteen lanes, two at a time, before the warp takes the longer ones. The
-// bits are the same either way. An empty segment gets finish(identity, 0) if
-// `write_empty`. `smem` is the warp group's (unused by one warp), `order` 32 bytes of
-// shared memory for the warp. Every lane calls it.
+// CF_REDUCE_FREE_LANE_MAX); segments up to CF_REDUCE_GROUP_MAX join the warp's queues for
+// groups of four or eight lanes (StepQueues, cf::group_push), and longer ones go to the
+// whole warp, one after another (cf::group_tree over all 32 lanes up to 256 positions,
+// passes of it up to 2^CF_LONG_MIN_LOG for operators with a tree, cf::segment_tree beyond),
+// so that no lane reads a long segment alone while the others wait; with a long list
+// (`long_hdr` not null), those over 2^CF_LONG_MIN_LOG are listed for the long pass instead
+// (chunks of at least 2^TILE_LOG). MID_GROUPS: segments up to CF_REDUCE_MID_MAX join a queue
+// for groups of sixteen lanes instead of going to the warp. The bits are the same either
+// way. An empty segment gets finish(identity, 0) if `write_empty`. `smem` is the warp
+// group's (unused by one warp). Every lane calls it; after the warp's last step,
+// cf::flush_step_queues reduces what its queues still hold.
 template <class Op, int K, int VEC, bool ORDER_FREE, int TILE_LOG, bool MID_GROUPS = false>
 __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In* __restrict__ x, u64 n, bool valid,
                                             u64 s, u64 lo, u64 hi, bool write_empty, typename Op::Out* out,
-                                            u64* long_hdr, typename Op::Acc (*smem)[1], unsigned char* order) {
+                                            u64* long_hdr, typename Op::Acc (*smem)[1],
+                                            StepQueues<ORDER_FREE, MID_GROUPS>& queues, StepCounts& counts) {
+    typedef StepQueues<ORDER_FREE, MID_GROUPS> Queues;
     const int lane = threadIdx.x & 31;
     // The length in 32 bits, saturated, for the choice of lane, group or warp: each 64-bit
     // compare took two instructions (and the groups' shuffles a conversion). H100, f32,
@@ -651,9 +757,7 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
     // no groups (an earlier call): 2^24 segments of 4 to 32, max 2447 / 2122 / 2030,
     // argmax 1788 / 1455 / 1692; power-law lengths, max 1447 / 1478 / 1118, argmax 1161
     // / 1233 / 1078.
-    constexpr int LANE_MAX = ORDER_FREE ? CF_REDUCE_FREE_LANE_MAX : CF_REDUCE_LANE_MAX;
-    const bool grouped = valid && len > LANE_MAX && len <= CF_REDUCE_GROUP_MAX;
-    const bool mid = MID_GROUPS && valid && len > CF_REDUCE_GROUP_MAX && len <= CF_REDUCE_MID_MAX;
+    constexpr unsigned LANE_MAX = Queues::LANE_MAX;
     const bool longer = valid && len > (MID_GROUPS ? CF_REDUCE_MID_MAX : CF_REDUCE_GROUP_MAX);
     // Each lane reads its own segment from global memory: staging the warp's span in
     // shared memory (stage_span, which the scan's thread schedule uses to coalesce
@@ -666,44 +770,39 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
     // (before, the step waited on them first). H100, f32, ms, one round a binary in one call
     // (BENCHMARKS.md, "Segments, twenty-fifth step"): power-law lengths, sum 0.237 -> 0.231,
     // the one pass by key without lengths 0.352 both; 2^24 segments of 4 to 32, sum 0.520 ->
-    // 0.516. (On top of the groups' segments gathered across steps, measured, not kept, it
-    // took the one pass by key 0.351 -> 0.341 too.)
-    typename Op::Acc t = op.identity();
+    // 0.516. (With the groups' segments gathered across steps, cf::GroupQueue, it took the
+    // one pass by key 0.351 -> 0.341 too.)
     typename Op::In raw[LANE_MAX];
-    const bool alone = valid && len <= (unsigned)LANE_MAX;
     if constexpr (ORDER_FREE) {
-        if (alone && len > 0) t = thread_fold<LANE_MAX>(op, x + lo, len);
-    } else {
-#pragma unroll
-        for (unsigned i = 0; i < (unsigned)LANE_MAX; ++i)
-            if (alone && i < len) raw[i] = x[lo + i];
-    }
-    const auto write_own = [&] {
-        if (valid && !longer) {
+        if (valid && len <= LANE_MAX) {
             if (len > 0)
-                out[s] = op.finish(t, len);
+                out[s] = op.finish(thread_fold<LANE_MAX>(op, x + lo, len), len);
             else if (write_empty)
                 out[s] = op.finish(op.identity(), 0);
         }
-    };
-    // Groups of eight lanes where a grouped segment is over half the longest, else of
-    // four, eight segments a pass (each lane eight loads either way). Groups of four
-    // only where lanes hand down segments of half the longest or less (not for
-    // order-free operators, whose lanes keep those).
-    constexpr bool FOURS = LANE_MAX < CF_REDUCE_GROUP_MAX / 2;
+    } else {
+        const bool alone = valid && len <= LANE_MAX;
+#pragma unroll
+        for (unsigned i = 0; i < LANE_MAX; ++i)
+            if (alone && i < len) raw[i] = x[lo + i];
+    }
+    // Groups of four lanes for segments of up to half the groups' longest, of eight for the
+    // rest (each lane eight loads either way).
+    constexpr unsigned HALF = CF_REDUCE_GROUP_MAX / 2;
+    if constexpr (Queues::FOURS)
+        group_push<4, 8, ORDER_FREE>(op, x, queues.fours, counts.fours, valid && len > LANE_MAX && len <= HALF, s,
+                                     lo, len, out);
+    group_push<8, 8, ORDER_FREE>(op, x, queues.eights, counts.eights,
+                                 valid && len > (Queues::FOURS ? HALF : LANE_MAX) && len <= CF_REDUCE_GROUP_MAX, s, lo,
+                                 len, out);
     // The mid groups' segments, runs of 128 on an H100 (2^21 of them, f32 Sum by key, one
     // pass): 1.24 ms by the whole warp one at a time, 0.93 by groups of sixteen lanes. For
     // segments by offsets the tier measured no faster, and order-free operators' short
     // segments slower with it compiled in (argmax, 2^24 of 4 to 32: 0.75 -> 0.88 ms), so it
     // is the one pass's, for operators with a tree.
     if constexpr (MID_GROUPS)
-        if (__any_sync(~0u, mid))
-            group_trees<16, CF_REDUCE_MID_MAX / 16, ORDER_FREE>(op, x, mid, lo, len, t, order);
-    if (__any_sync(~0u, grouped && len > CF_REDUCE_GROUP_MAX / 2))
-        group_trees<8, CF_REDUCE_GROUP_MAX / 8, ORDER_FREE>(op, x, grouped, lo, len, t, order);
-    else if (FOURS && __any_sync(~0u, grouped))
-        group_trees<4, CF_REDUCE_GROUP_MAX / 8, ORDER_FREE>(op, x, grouped, lo, len, t, order);
-    if constexpr (ORDER_FREE) write_own();
+        group_push<16, 8, ORDER_FREE>(op, x, queues.mids, counts.mids,
+                                      valid && len > CF_REDUCE_GROUP_MAX && len <= CF_REDUCE_MID_MAX, s, lo, len, out);
     // With a long list, the longest go to the long pass (cf_segment_long_chunks).
     const bool listed = longer && long_hdr && len > (1u << CF_LONG_MIN_LOG) &&
                         reduce_long_list(long_hdr, n).add(s, lo, len64, long_chunk_log<TILE_LOG>(len64));
@@ -739,16 +838,31 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
     // gathered groups: power-law lengths, the one pass by key 0.472 ms against 0.343, sum
     // 0.232-0.234 against 0.224.)
     if constexpr (!ORDER_FREE) {
-        if (alone && len > 0) {
-            typename Op::Acc items[LANE_MAX];
+        if (valid && len <= LANE_MAX) {
+            if (len > 0) {
+                typename Op::Acc items[LANE_MAX];
 #pragma unroll
-            for (unsigned i = 0; i < (unsigned)LANE_MAX; ++i)
-                items[i] = i < len ? op.lift(raw[i], (u64)i) : op.identity();
-            thread_reduce(op, items, next_pow2_32(len));
-            t = items[0];
+                for (unsigned i = 0; i < LANE_MAX; ++i) items[i] = i < len ? op.lift(raw[i], (u64)i) : op.identity();
+                thread_reduce(op, items, next_pow2_32(len));
+                out[s] = op.finish(items[0], len);
+            } else if (write_empty) {
+                out[s] = op.finish(op.identity(), 0);
+            }
         }
-        write_own();
     }
+}
+
+// What a warp's queues still hold after its last cf::thread_step, reduced. Every lane of the
+// warp calls it.
+template <class Op, bool ORDER_FREE, bool MID_GROUPS>
+__device__ __forceinline__ void flush_step_queues(const Op& op, const typename Op::In* __restrict__ x,
+                                                  typename Op::Out* out,
+                                                  const StepQueues<ORDER_FREE, MID_GROUPS>& queues,
+                                                  StepCounts& counts) {
+    if constexpr (StepQueues<ORDER_FREE, MID_GROUPS>::FOURS)
+        group_flush<4, 8, ORDER_FREE>(op, x, queues.fours, counts.fours, out);
+    group_flush<8, 8, ORDER_FREE>(op, x, queues.eights, counts.eights, out);
+    if constexpr (MID_GROUPS) group_flush<16, 8, ORDER_FREE>(op, x, queues.mids, counts.mids, out);
 }
 }  // namespace cf
 
@@ -770,12 +884,12 @@ typedef cf_op_t::Out cf_out_t;
 #define CF_LONG_TILE_LOG cf::ilog2(CF_LONG_BLOCK * CF_K * CF_VEC)
 #endif
 
-// Segment s's bounds; false for offsets that are not a segment of the input (decreasing, or
-// past its end): such a segment is not read and its output not written.
+// Segment s's bounds; false for offsets that are not a segment of the input
+// (cf::segment_in_input).
 __device__ __forceinline__ bool cf_bounds(cf::u64 s, cf::u64 n, const cf::u64* __restrict__ offsets, cf::u64 stride,
                                           cf::u64 cols, cf::u64& lo, cf::u64& hi) {
     cf::raw_bounds(s, offsets, stride, cols, lo, hi);
-    return lo <= hi && hi <= n;
+    return cf::segment_in_input(lo, hi, n);
 }
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
@@ -791,7 +905,8 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
     // earlier rule, ran an H100 at 11.8 threads of 32 an instruction on segments of 4 to 32:
     // each lane's loop as long as its own segment; 28.4 now, ncu.)
     __shared__ cf_acc_t smem[2][1];  // unused by a one-warp group, which has no block stage
-    __shared__ unsigned char order[CF_BLOCK / 32][32];
+    auto& queues = cf::warp_queues<CF_ORDER_FREE != 0, false>();
+    cf::StepCounts counts;
     // Each step's bounds are loaded a step ahead, and its span is asked of the L1 at the end
     // of the step before (cf::thread_steps, cf::prefetch_step): a lane's loads, and its groups' passes after
     // them, then find their lines there, where each pass waited on memory in turn. H100,
@@ -803,10 +918,11 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
     // (BENCHMARKS.md); a step's own span at its start, or each lane's own segment, fell in
     // between.
     cf::thread_steps<CF_BLOCK>(x, n, segments, offsets, stride, cols, [&](cf::u64 s, cf::u64 lo, cf::u64 hi) {
-        const bool valid = s < segments && lo <= hi && hi <= n;
+        const bool valid = s < segments && cf::segment_in_input(lo, hi, n);
         cf::thread_step<cf_op_t, CF_K, CF_VEC, CF_ORDER_FREE != 0, CF_LONG_TILE_LOG>(
-            op, x, n, valid, s, lo, hi, write_empty != 0, out, long_hdr, smem, order[threadIdx.x >> 5]);
+            op, x, n, valid, s, lo, hi, write_empty != 0, out, long_hdr, smem, queues, counts);
     });
+    cf::flush_step_queues(op, x, out, queues, counts);
 #elif CF_GROUP < 32
     // Rows only (the host plans this schedule for rows, never for offsets): the warp's
     // 32 / CF_GROUP groups take consecutive rows at once, all of `cols` positions, so every
@@ -1077,7 +1193,8 @@ cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ 
     __shared__ cf::RunMark marks[WARPS];
     __shared__ cf::RunMark tile_prefix;
     __shared__ cf_acc_t smem[2][1];  // unused by a one-warp group
-    __shared__ unsigned char order[WARPS][32];
+    auto& queues = cf::warp_queues<CF_ORDER_FREE != 0, CF_ORDER_FREE == 0>();
+    cf::StepCounts counts;
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
     const cf::RunMarkOp marker;
     const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
@@ -1148,12 +1265,13 @@ cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ 
         const cf_key_t key = __ldg(keys + lo);
         asm volatile("" ::"l"((unsigned long long)key));
         cf::thread_step<cf_op_t, CF_K, CF_VEC, CF_ORDER_FREE != 0, CF_LONG_TILE_LOG, CF_ORDER_FREE == 0>(
-            op, x, n, valid, r, lo, hi, false, out, long_hdr, smem, order[warp]);
+            op, x, n, valid, r, lo, hi, false, out, long_hdr, smem, queues, counts);
         if (valid) {
             keys_out[r] = key;
             if (lengths_out) lengths_out[r] = hi - lo;
         }
     }
+    cf::flush_step_queues(op, x, out, queues, counts);
     if (last_span && lane == 0) *runs_out = before.count + k;
 }
 #endif

@@ -226,11 +226,11 @@ typedef cf_op_t::Out cf_out_t;
 
 // Where segment s's outputs start, from its bounds lo .. hi (cf::raw_bounds): at lo for
 // offsets, packed at s * cols for rows; false for bounds that are not a segment of the input
-// (decreasing, or past its end), which is then neither read nor written.
+// (cf::segment_in_input).
 __device__ __forceinline__ bool cf_scan_place(cf::u64 s, cf::u64 n, const cf::u64* __restrict__ offsets,
                                               cf::u64 cols, cf::u64 lo, cf::u64 hi, cf::u64& at) {
     at = offsets ? lo : s * cols;
-    return lo <= hi && hi <= n;
+    return cf::segment_in_input(lo, hi, n);
 }
 
 // Segment s's bounds and where its outputs start (cf_scan_place).

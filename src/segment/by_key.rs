@@ -1,7 +1,7 @@
 //! Reductions and scans by key: runs of equal consecutive keys are the segments (module
 //! [`segment`](crate::segment), "By key").
 
-use super::gpu::{by_key_items, clear_long_list, SegmentArgs, LONG_PASS_MIN_N};
+use super::gpu::{by_key_items, clear_long_list, step_queue_bytes, SegmentArgs, LONG_PASS_MIN_N};
 use super::{SegmentReducer, SegmentScanner};
 use crate::cpu::Cpu;
 use crate::element::{DeviceValue, Element};
@@ -764,7 +764,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             let cfg = LaunchConfig {
                 grid_dim: (grid, 1, 1),
                 block_dim: (block, 1, 1),
-                shared_mem_bytes: 0,
+                shared_mem_bytes: step_queue_bytes(block),
             };
             // SAFETY: (const word* keys, const In* x, u64 n, u64 tiles, u64 cap, word*, Out*,
             // u64* lengths, u64* runs, u64* ticket, u64* aggs, u64* incls, u64* long_hdr,

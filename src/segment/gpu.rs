@@ -488,17 +488,30 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             })
     }
 
+    /// The thread schedule's kernel (a thread per segment), compiled (or loaded) on first
+    /// use, and let take its warps' queues ([`step_queue_bytes`]).
+    fn thread_kernel(&self) -> Result<&CudaFunction> {
+        get_or_try(&self.thread, || {
+            let f = self.compile("cf_segment_reduce", self.shape_for(1), 1)?;
+            allow_step_queues(&f, self.shape.block, "segmented reduction")?;
+            Ok(f)
+        })
+    }
+
     /// The one-pass reduction by key (kernels/segment.cuh, `cf_reduce_by_key`) for keys of
     /// `bytes` bytes whose unsigned word is `key_word`, on the thread schedule's shape;
-    /// compiled (or loaded) on first use.
+    /// compiled (or loaded) on first use, and let take its warps' queues
+    /// ([`step_queue_bytes`]).
     pub(super) fn by_key_kernel(&self, bytes: usize, key_word: &str) -> Result<&CudaFunction> {
         get_or_try(&self.by_key[bytes.trailing_zeros() as usize], || {
             let cuda = self.op.cuda();
             let shape = self.shape;
             let key = (shape, 1u32, self.param_bytes, key_word);
-            self.gpu.kernel("cf_reduce_by_key", &cuda, &key, || {
+            let f = self.gpu.kernel("cf_reduce_by_key", &cuda, &key, || {
                 by_key_source(&cuda, self.param_bytes, &shape, key_word)
-            })
+            })?;
+            allow_step_queues(&f, shape.block, "reduction by key")?;
+            Ok(f)
         })
     }
 
@@ -507,7 +520,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     /// As [`launch_segments`].
     pub(super) unsafe fn launch(&self, plan: SegmentPlan, args: SegmentArgs) -> Result<()> {
         let f = match plan.schedule {
-            Schedule::Thread => self.kernel(&self.thread, "cf_segment_reduce", 1)?,
+            Schedule::Thread => self.thread_kernel()?,
             Schedule::Warp => {
                 let full = self.shape_for(32);
                 let mean = if args.off_ptr == 0 {
@@ -525,6 +538,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         };
         let write_empty = u32::from(!O::EMPTY_IS_ERROR);
         let block = self.config.get_block();
+        let shared = match plan.schedule {
+            Schedule::Thread => step_queue_bytes(block),
+            _ => 0,
+        };
         let what = "launching the segmented reduction kernel";
         // SAFETY (of each call): the caller's buffers; `hdr` is 0 or the long list, laid out
         // as the kernel derives it from n (long_list_layout).
@@ -533,7 +550,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                 &self.gpu,
                 f,
                 plan.grid,
-                block,
+                (block, shared),
                 &args,
                 write_empty,
                 hdr,
@@ -736,11 +753,41 @@ impl SegmentArgs {
     }
 }
 
+/// The dynamic shared memory the thread schedule's kernels (`cf_segment_reduce` with a
+/// thread per segment, `cf_reduce_by_key`) take for blocks of `block` threads: each warp's
+/// queues of middle-length segments, `CF_STEP_QUEUE_BYTES` (kernels/segment.cuh,
+/// `cf::warp_queues`), which every launch of them passes.
+pub(super) fn step_queue_bytes(block: u32) -> u32 {
+    block / 32 * defines::CF_STEP_QUEUE_BYTES
+}
+
+/// Lets `f`, a thread-schedule kernel (the `what`) for blocks of `block` threads, take the
+/// dynamic shared memory of its warps' queues ([`step_queue_bytes`]): past 48 KiB with what
+/// it declares, a kernel must ask for it. Errors if the device has less to give.
+fn allow_step_queues(f: &CudaFunction, block: u32, what: &str) -> Result<()> {
+    use cudarc::driver::sys::CUfunction_attribute as A;
+    let bytes = step_queue_bytes(block);
+    f.set_attribute(
+        A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        bytes as i32,
+    )
+    .map_err(|e| {
+        Error::driver(
+            &format!(
+                "letting the {what} kernel take {bytes} bytes of shared memory (blocks of \
+                     {block}): use a smaller SegmentConfig block on this GPU"
+            ),
+            e,
+        )
+    })
+}
+
 /// Launches a segment kernel (kernels/segment.cuh's reduction or segment_scan.cuh's scan,
 /// whose parameters are (const In*, u64 n, u64 segments, const u64* offsets, u64 stride,
 /// u64 cols, unsigned flag, Out*, u64* long_hdr, OpBytes)) with `grid` blocks of `block`
-/// threads. `long_hdr` is the reduction's long list in scratch memory (`cf::LongList`), or 0
-/// for none (the scan's is always 0).
+/// threads and `shared` bytes of dynamic shared memory (the thread schedule's reduction:
+/// [`step_queue_bytes`]; 0 for the others). `long_hdr` is the reduction's long list in
+/// scratch memory (`cf::LongList`), or 0 for none (the scan's is always 0).
 ///
 /// # Safety
 ///
@@ -752,7 +799,7 @@ pub(super) unsafe fn launch_segments(
     gpu: &Gpu,
     f: &CudaFunction,
     grid: u64,
-    block: u32,
+    (block, shared): (u32, u32),
     a: &SegmentArgs,
     flag: u32,
     long_hdr: u64,
@@ -762,7 +809,7 @@ pub(super) unsafe fn launch_segments(
     let cfg = LaunchConfig {
         grid_dim: (grid.max(1) as u32, 1, 1),
         block_dim: (block, 1, 1),
-        shared_mem_bytes: 0,
+        shared_mem_bytes: shared,
     };
     let stream = &gpu.inner.stream;
     let mut launch = stream.launch_builder(f);

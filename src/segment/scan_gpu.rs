@@ -589,7 +589,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     &self.gpu,
                     f,
                     plan.grid,
-                    self.block,
+                    (self.block, 0),
                     &args,
                     exclusive,
                     hdr,
