@@ -77,6 +77,25 @@ pub(crate) fn resident_grid(
     Ok(per_sm.max(1) as u64 * sm_count as u64)
 }
 
+/// Lets `f` take `bytes` of dynamic shared memory a block, which its launches then pass:
+/// past 48 KiB with what it declares, a kernel must ask for it (0 asks nothing). Errors if
+/// the device has less to give; `what` says which kernel and how to ask for less.
+pub(crate) fn allow_dynamic_shared(
+    f: &cudarc::driver::CudaFunction,
+    bytes: usize,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    use cudarc::driver::sys::CUfunction_attribute as A;
+    f.set_attribute(
+        A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        bytes as i32,
+    )
+    .map_err(|e| Error::driver(&what(), e))
+}
+
 /// Checks a block size: a power of two from 32 to 1024, which every kernel assumes.
 pub(crate) fn check_block(block: u32) -> Result<()> {
     if !(32..=1024).contains(&block) || !block.is_power_of_two() {

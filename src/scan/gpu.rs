@@ -169,35 +169,22 @@ pub(crate) fn launch_config(shape: &ScanShape, sizes: TypeSizes, grid: u32) -> L
 }
 
 /// Lets `function`, a scan kernel of `shape` for these type `sizes`, take the dynamic
-/// shared memory its launches pass ([`ScanShape::dynamic_bytes`], the resident tile: past
-/// 48 KiB a kernel must ask for it). Errors if the device has less to give.
+/// shared memory its launches pass ([`ScanShape::dynamic_bytes`], the resident tile;
+/// `gpu::allow_dynamic_shared`). Errors if the device has less to give.
 pub(crate) fn allow_dynamic_shared(
     function: &CudaFunction,
     shape: &ScanShape,
     sizes: TypeSizes,
 ) -> Result<()> {
-    let bytes = shape.dynamic_bytes(sizes);
-    if bytes == 0 {
-        return Ok(());
-    }
-    use cudarc::driver::sys::CUfunction_attribute as A;
-    function
-        .set_attribute(
-            A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            bytes as i32,
+    crate::gpu::allow_dynamic_shared(function, shape.dynamic_bytes(sizes), || {
+        format!(
+            "letting the scan kernel take {} bytes of shared memory (block {}, {} items a \
+             thread): use a smaller ScanConfig block or bytes_per_thread on this GPU",
+            shape.shared_bytes(sizes),
+            shape.block,
+            shape.items
         )
-        .map_err(|e| {
-            Error::driver(
-                &format!(
-                    "letting the scan kernel take {} bytes of shared memory (block {}, {} items \
-                     a thread): use a smaller ScanConfig block or bytes_per_thread on this GPU",
-                    shape.shared_bytes(sizes),
-                    shape.block,
-                    shape.items
-                ),
-                e,
-            )
-        })
+    })
 }
 
 /// The source of [`long_kernel`].

@@ -10,7 +10,7 @@ use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, Result};
 use crate::gpu::jit::embedded::defines;
-use crate::gpu::{get_or_try, jit, resident_grid, Gpu};
+use crate::gpu::{allow_dynamic_shared, get_or_try, jit, resident_grid, Gpu};
 use crate::ops::check::check_empty;
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use crate::reduce::{ReduceShape, Reducer};
@@ -493,7 +493,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     fn thread_kernel(&self) -> Result<&CudaFunction> {
         get_or_try(&self.thread, || {
             let f = self.compile("cf_segment_reduce", self.shape_for(1), 1)?;
-            allow_step_queues(&f, self.shape.block, "segmented reduction")?;
+            allow_step_queues(&f, self.config.get_block(), "segmented reduction")?;
             Ok(f)
         })
     }
@@ -762,22 +762,14 @@ pub(super) fn step_queue_bytes(block: u32) -> u32 {
 }
 
 /// Lets `f`, a thread-schedule kernel (the `what`) for blocks of `block` threads, take the
-/// dynamic shared memory of its warps' queues ([`step_queue_bytes`]): past 48 KiB with what
-/// it declares, a kernel must ask for it. Errors if the device has less to give.
+/// dynamic shared memory of its warps' queues ([`step_queue_bytes`];
+/// `gpu::allow_dynamic_shared`). Errors if the device has less to give.
 fn allow_step_queues(f: &CudaFunction, block: u32, what: &str) -> Result<()> {
-    use cudarc::driver::sys::CUfunction_attribute as A;
     let bytes = step_queue_bytes(block);
-    f.set_attribute(
-        A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        bytes as i32,
-    )
-    .map_err(|e| {
-        Error::driver(
-            &format!(
-                "letting the {what} kernel take {bytes} bytes of shared memory (blocks of \
-                     {block}): use a smaller SegmentConfig block on this GPU"
-            ),
-            e,
+    allow_dynamic_shared(f, bytes as usize, || {
+        format!(
+            "letting the {what} kernel take {bytes} bytes of shared memory (blocks of {block}): \
+             use a smaller SegmentConfig block on this GPU"
         )
     })
 }
