@@ -7,13 +7,13 @@
 // listed, chunks reserved; zeroed before the launch that fills the list), `cap` entries
 // (segment, start, length, first chunk), `chunk_cap` chunk owners (the entry's index, or ~0
 // for chunks reserved but not used), then, for the reduction, `chunk_cap` partials.
-// Segments longer than 2^min_log that do not overlap hold at most n >> min_log entries and
-// n >> chunk_min_log chunks of 2^chunk_min_log positions or more, plus one partial chunk
-// each; a segment that finds no room (offsets that overlap) stays with its warp.
+// Segments of 2^min_log positions or more (the scan's; the reduction's are longer) that do
+// not overlap hold at most n >> min_log entries and n >> chunk_min_log chunks of
+// 2^chunk_min_log positions or more, plus one partial chunk each; a segment that finds no room (offsets that overlap) stays with its warp.
 //
 //   reduction   segments over 2^CF_LONG_MIN_LOG, chunks of 2^CF_LONG_CHUNK_MIN_LOG or more
 //               (kernels/segment.cuh: a block per chunk, then a warp per segment);
-//   scan        segments over half a tile of the device-wide scan (and over 4096 positions),
+//   scan        segments of half a tile of the device-wide scan or more (and of 4096 or more),
 //               chunks of one tile
 //               (kernels/scan.cuh, cf_scan_long: the device-wide scan's tiles and look-back,
 //               each segment on its own).
@@ -84,9 +84,9 @@ __device__ __forceinline__ LongList reduce_long_list(u64* hdr, u64 n) {
     return LongList(hdr, n, CF_LONG_MIN_LOG, CF_LONG_CHUNK_MIN_LOG);
 }
 
-// The scan's list, for the device-wide scan's tiles of 2^tile_log positions: segments over
-// half a tile, or over 2^CF_SCAN_LONG_MIN_LOG for small tiles (wide accumulators), so that
-// the list stays within n / 128 bytes.
+// The scan's list, for the device-wide scan's tiles of 2^tile_log positions: segments of
+// half a tile or more, or of 2^CF_SCAN_LONG_MIN_LOG or more for small tiles (wide
+// accumulators), so that the list stays within n / 128 bytes.
 #define CF_SCAN_LONG_MIN_LOG 12
 __device__ __forceinline__ int scan_long_min_log(int tile_log) {
     return tile_log - 1 > CF_SCAN_LONG_MIN_LOG ? tile_log - 1 : CF_SCAN_LONG_MIN_LOG;

@@ -292,8 +292,8 @@ cf_scan(const cf_in_t* x, cf_out_t* y, cf::u64 n, cf::u64 tiles, unsigned mode,
 }
 #else
 // The long pass of the segmented scan (the source defines CF_SCAN_LONG): after a
-// thread-schedule launch of kernels/segment_scan.cuh has listed the segments longer than
-// half a tile (cf::scan_long_list), every listed segment is scanned as the device-wide scan
+// thread-schedule launch of kernels/segment_scan.cuh has listed the segments of half a
+// tile or more (cf::scan_long_list), every listed segment is scanned as the device-wide scan
 // scans a whole array, each on its own: global tile g (the block's ticket) is tile
 // g - first of the segment that reserved it, with its leaves and nodes at slot `first`
 // onwards. A segment's tiles are consecutive tickets, so a tile waits only on earlier tiles

@@ -5,7 +5,7 @@
 // and keeps the canonical prefix of the runs before on a binary counter (the grouping of
 // cf::PrefixStack, the CPU's twin); it hands a segment longer than CF_SCAN_WARP_MIN to its
 // whole warp (cf::warp_scan_tile, or cf::warp_scan_segment for one over CF_THREAD_MAX) or,
-// with a long list, one longer than half a tile of the device-wide scan to that scan's own
+// with a long list, one of half a tile of the device-wide scan or more to that scan's own
 // tiles and look-back (kernels/scan.cuh, cf_scan_long: many blocks per segment). A warp per
 // segment (rows of a few hundred) runs cf::warp_scan_segment on each of its segments. A
 // block per segment scans tile after tile with the block-level scan of kernels/scan.cuh,
@@ -291,9 +291,12 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
             cf::thread_scan<CF_SCAN_WARP_MIN>(op, src, (unsigned)(hi - lo), dst, exclusive != 0);
         }
         // With a long list (ragged offsets), the longest go to the device-wide scan's tiles
-        // (kernels/scan.cuh, cf_scan_long).
+        // (kernels/scan.cuh, cf_scan_long): half a tile or more. (Segments of exactly half a
+        // tile stayed with the warps, one after another, before: 2^16 segments of 4096 f32
+        // by offsets, H100, ms, two rounds, 0.917 / 0.923 there, 0.861 / 0.861 on the long
+        // pass; BENCHMARKS.md, "Segments, twenty-seventh step".)
         const bool listed = longer && long_hdr &&
-                            hi - lo > (1ull << cf::scan_long_min_log(CF_LONG_TILE_LOG)) &&
+                            hi - lo >= (1ull << cf::scan_long_min_log(CF_LONG_TILE_LOG)) &&
                             cf::scan_long_list(long_hdr, n, CF_LONG_TILE_LOG).add(s, lo, hi - lo, CF_LONG_TILE_LOG);
         // The warp's segments, one after another: from the stage where it was staged (in
         // place where outputs are as wide as inputs: each lane writes only the positions it

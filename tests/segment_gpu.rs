@@ -844,8 +844,8 @@ long_tail_tests! {
     affine_f32_long_tail_keeps_its_order: Affine<f32>, Compose;
 }
 
-/// A ragged shape with a long tail on the thread schedule, over 2^20 elements: segments over
-/// half a tile of the device-wide scan (and over 4096) go to the long pass, the device-wide
+/// A ragged shape with a long tail on the thread schedule, over 2^20 elements: segments of
+/// half a tile of the device-wide scan or more (and of 4096 or more) go to the long pass, the device-wide
 /// scan's tiles and look-back on each segment; every output has the bits of the CPU's
 /// whole-array scan of its segment.
 fn check_scan_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {

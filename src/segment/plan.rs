@@ -21,8 +21,8 @@ pub enum Schedule {
     /// which fold in order), groups of four or eight lanes of its warp take those of up to
     /// 64, and its whole warp the longer ones (the long tail of ragged lengths); in a scan
     /// a lane keeps segments of up to 32 elements and hands longer ones to its warp. On
-    /// ragged offsets of 2^20 elements or more, the longest (over 4096 elements, or over
-    /// half a scan tile) go to a pass of their own.
+    /// ragged offsets of 2^20 elements or more, the longest (a reduction's over 4096
+    /// elements, a scan's of half a scan tile or more) go to a pass of their own.
     Thread,
     /// One warp per segment, the block's warps on different segments: for short segments
     /// (many segments, a few tiles each at most); for a scan, rows of 33 elements or more
@@ -128,14 +128,15 @@ pub const SCAN_WHOLE_MIN_COLS: u64 = 2048;
 
 /// Mean length over which a scan of segments by offsets of 2^20 elements or more takes
 /// [`Schedule::Thread`] ([`plan_scan`]) whatever their number, where the types have a
-/// device-wide scan: the thread schedule's long pass then scans each segment over 4096
-/// positions (or over half the tile it takes) on the device-wide scan's tiles, where a
-/// block per segment scans its tiles one after another. Segments of 4096 itself stay on
-/// the thread's warps, one after another, which only many segments keep busy. Measured on
-/// an H100 (f32 inclusive sums, 2^28 elements in all, one call, ms, thread against a block
-/// per segment): segments of 4096 0.926 / 0.969, of 8192 0.824 / 1.013, of 16384 0.814 /
-/// 1.039, of 65536 0.835 / 1.066, of 2^19 0.865 / 1.059. BENCHMARKS.md, "Segments,
-/// twenty-second step".
+/// device-wide scan: the thread schedule's long pass then scans each segment of 4096
+/// positions or more (or of half the tile it takes) on the device-wide scan's tiles, where
+/// a block per segment scans its tiles one after another. Measured on an H100 (f32
+/// inclusive sums, 2^28 elements in all, one call, ms, thread against a block per segment):
+/// segments of 8192 0.824 / 1.013, of 16384 0.814 / 1.039, of 65536 0.835 / 1.066, of 2^19
+/// 0.865 / 1.059 (BENCHMARKS.md, "Segments, twenty-second step"). The rule is strict: at a
+/// mean of 4096, few segments keep a block each (many take the thread schedule anyway,
+/// [`plan`]; 2^16 segments of 4096 0.861 there, on the long pass since it takes segments of
+/// exactly half a tile, against 0.969 a block each: "Segments, twenty-seventh step").
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;

@@ -122,8 +122,8 @@ pub fn compile_scan_long_kernel(
 /// all the rows ([`Schedule::Whole`]; one row goes to the whole-array [`Scanner`]). On the
 /// thread schedule a segment over 32 elements goes to its thread's warp, one after another
 /// (in shared memory where the warp's adjacent segments, none over 256, were staged there
-/// together), and, for ragged offsets over 2^20 elements, one over half a tile of the
-/// whole-array scan (and over 4096) to a second launch that scans it with that scan's tiles
+/// together), and, for ragged offsets over 2^20 elements, one of half a tile of the
+/// whole-array scan or more (and of 4096 or more) to a second launch that scans it with that scan's tiles
 /// and look-back ([`compile_scan_long_kernel`]); the bits are the same on every path. Every
 /// method enqueues on the stream and returns at once.
 ///
@@ -538,8 +538,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         args: SegmentArgs,
         kind: ScanKind,
     ) -> Result<()> {
-        // Ragged offsets on the thread schedule: segments over half a tile of the device-wide
-        // scan (a long tail of lengths, or few long ones) are listed, then scanned by that
+        // Ragged offsets on the thread schedule: segments of half a tile of the device-wide
+        // scan or more (a long tail of lengths, or few long ones) are listed, then scanned by that
         // scan's tiles and look-back, each on its own (kernels/scan.cuh, cf_scan_long).
         let long = match self.long_pass(args.segments, args.n) {
             Some(l)
