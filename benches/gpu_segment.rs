@@ -18,7 +18,7 @@
 //!                                    [--ops sum,max,argmax,cumsum,sum_by_key,sum_by_key_into,
 //!                                           sum_by_key_no_lengths]
 //!                                    [--schedule thread|warp|lanes|block|whole]
-//!                                    [--block 256] [--scan-block 256]
+//!                                    [--block 256] [--thread-block 64] [--scan-block 256]
 //!                                    [--reps 20] [--json OUT.json]
 //! ```
 //!
@@ -77,9 +77,13 @@ struct Args {
     /// the whole schedule and for the longest ragged segments (`SegmentConfig::scan`).
     #[arg(long, default_value_t = 256)]
     scan_block: u32,
-    /// Threads per block of the segmented reductions (`SegmentConfig::block`).
+    /// Threads per block of the segmented reductions (`SegmentConfig::block`; also the one
+    /// pass by key's).
     #[arg(long, default_value_t = 256)]
     block: u32,
+    /// Threads per block of the reductions' thread schedule (`SegmentConfig::thread_block`).
+    #[arg(long, default_value_t = 64)]
+    thread_block: u32,
     /// Keep freed memory in the device's default memory pool across the stream's waits
     /// (`Gpu::keep_pool_memory(u64::MAX)`), as a caching allocator would: the waiting
     /// forms (by key) allocate their outputs after a wait.
@@ -95,8 +99,17 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 static FORCED: std::sync::OnceLock<Option<cufold::segment::Schedule>> = std::sync::OnceLock::new();
 /// The device-wide scan's block size, `--scan-block`.
 static SCAN_BLOCK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-/// `--block`, for the reductions.
-static BLOCK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+/// `--block` and `--thread-block`, for the reductions.
+static BLOCKS: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+
+/// The reducers' configuration: `--block`, `--thread-block` and `--schedule`.
+fn reducer_config() -> cufold::segment::SegmentConfig {
+    let (block, thread_block) = *BLOCKS.get().expect("set");
+    cufold::segment::SegmentConfig::default()
+        .schedule(FORCED.get().copied().flatten())
+        .block(block)
+        .thread_block(thread_block)
+}
 
 /// A shape: rows of a packed matrix, or CSR offsets.
 enum Shape {
@@ -183,13 +196,7 @@ fn run<O: Operator<f32>>(
     rows_out: &mut Vec<serde_json::Value>,
 ) -> Res<bool> {
     let stream = gpu.stream();
-    let forced = FORCED.get().copied().flatten();
-    let r = gpu.segment_reducer_with::<f32, O>(
-        op,
-        cufold::segment::SegmentConfig::default()
-            .schedule(forced)
-            .block(*BLOCK.get().expect("set")),
-    )?;
+    let r = gpu.segment_reducer_with::<f32, O>(op, reducer_config())?;
     let (segments, total, extra) = match shape {
         Shape::Rows(rows) => (rows.rows, rows.rows * rows.cols, 0),
         Shape::Offsets(o) => (o.len() - 1, *o.last().unwrap() as usize, o.len() * 8),
@@ -367,7 +374,7 @@ fn run_sum_by_key(
     let n = keys.len();
     let values = &x_host[lo..lo + n];
     let (kd, xd) = (stream.clone_htod(&keys)?, stream.clone_htod(values)?);
-    let r = gpu.segment_reducer::<f32, _>(Sum)?;
+    let r = gpu.segment_reducer_with::<f32, _>(Sum, reducer_config())?;
     let by = r.reduce_by_key(&kd, &xd)?;
     let got = (
         stream.clone_dtoh(&by.values)?,
@@ -440,6 +447,7 @@ fn main() -> Res<()> {
         schedule,
         scan_block,
         block,
+        thread_block,
         keep_pool,
         out: common::Output { json, .. },
     } = <Args as clap::Parser>::parse();
@@ -453,7 +461,7 @@ fn main() -> Res<()> {
     });
     FORCED.set(forced).expect("set once");
     SCAN_BLOCK.set(scan_block).expect("set once");
-    BLOCK.set(block).expect("set once");
+    BLOCKS.set((block, thread_block)).expect("set once");
     let gpu = match Gpu::open(0) {
         Ok(g) => g,
         Err(e) => {

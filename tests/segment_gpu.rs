@@ -245,6 +245,50 @@ fn check_arg_specials<T: cufold::Element, O: Operator<T, Out = Indexed<T>>>(
     compare_on_every_schedule(op, &xd, &od, &want, "specials");
 }
 
+/// The reduction's thread schedule in blocks of 32 to 1024 threads
+/// (`SegmentConfig::thread_block`, default 64; its warps' queues take dynamic shared memory
+/// by the block): ragged lengths for lanes, groups, warps and, past 2^20 elements, the long
+/// pass, with the CPU's bits on every block size.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn thread_schedule_blocks_have_the_cpu_bits() {
+    let s = seed("thread_schedule_blocks_have_the_cpu_bits");
+    let mut r = Rng(s);
+    let mut lengths = LENGTHS.to_vec();
+    lengths.extend((0..20_000).map(|_| match r.next() % 16 {
+        0 => (r.next() % 300) as usize,
+        1 => (r.next() % 5000) as usize,
+        _ => (r.next() % 12) as usize,
+    }));
+    let off = csr_offsets(3, &lengths);
+    assert!(
+        *off.last().unwrap() > 1 << 20,
+        "long enough for the long pass"
+    );
+    fn one<T: Gen + DeviceValue, O: Operator<T>>(op: O, off: &[u64], s: u64) {
+        let x: Vec<T> = data(*off.last().unwrap() as usize + 5, s);
+        let want = expected(&x, off, op);
+        let (xd, od) = (upload(gpu(), &x), upload(gpu(), off));
+        for block in [32, 64, 256, 1024] {
+            let config = SegmentConfig::default()
+                .schedule(Some(Schedule::Thread))
+                .thread_block(block);
+            let r = gpu().segment_reducer_with::<T, O>(op, config).unwrap();
+            let mut out = upload(gpu(), &vec![poison::<O::Out>(); want.len()]);
+            r.reduce_segments_into(&xd, &od, &mut out).unwrap();
+            let what = format!(
+                "{} over {}, thread blocks of {block}",
+                O::NAME,
+                T::cuda_name()
+            );
+            compare(&what, &download(&out), &want);
+        }
+    }
+    one::<f32, _>(Sum, &off, s);
+    one::<f32, _>(ArgMax, &off, s ^ 1);
+    one::<Affine<f32>, _>(Compose, &off, s ^ 2);
+}
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn arg_operators_rank_nans_infinities_and_zeros_as_the_cpu_does() {

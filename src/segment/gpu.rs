@@ -174,6 +174,8 @@ pub struct SegmentReducer<T: DeviceValue, O: Operator<T>> {
     param_bytes: usize,
     config: SegmentConfig,
     pub(super) shape: ReduceShape,
+    /// The thread schedule's shape: `shape` in blocks of [`SegmentConfig::thread_block`].
+    thread_shape: ReduceShape,
     split_shape: ReduceShape,
     thread: OnceLock<CudaFunction>,
     /// The warp schedule's kernels by the log2 of their loads ([`warp_loads`]).
@@ -206,6 +208,7 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentReducer<T, O> {
 impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
         let shape = ReduceShape::for_operator::<T, O>(config.get_block())?;
+        let thread_shape = ReduceShape::for_operator::<T, O>(config.get_thread_block())?;
         let split_shape = ReduceShape::for_operator::<T, O>(config.get_split_block())?;
         let params = op.params();
         Ok(SegmentReducer {
@@ -215,6 +218,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             param_bytes: params.bytes().len(),
             config,
             shape,
+            thread_shape,
             split_shape,
             thread: OnceLock::new(),
             warp: Default::default(),
@@ -255,7 +259,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     /// ```
     pub fn plan(&self, segments: u64, total: u64, rows: bool) -> SegmentPlan {
         let (block, dev) = (self.config.get_block(), &self.gpu.inner.props);
-        match self.config.get_schedule() {
+        let plan = match self.config.get_schedule() {
             None => plan_reduction(
                 segments,
                 total,
@@ -272,6 +276,14 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             }
             Some(Schedule::Lanes) if !rows => with_schedule(Schedule::Warp, segments, block, dev),
             Some(s) => with_schedule(s, segments, block, dev),
+        };
+        // The thread schedule's blocks are its own (SegmentConfig::thread_block), and so is
+        // its grid; the schedule's choice does not depend on the block.
+        match plan.schedule {
+            Schedule::Thread => {
+                with_schedule(Schedule::Thread, segments, self.thread_shape.block, dev)
+            }
+            _ => plan,
         }
     }
 
@@ -441,17 +453,18 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     }
 
     /// The shape of the kernel for `group` threads per segment: [`warp_shape`] for a warp
-    /// per segment, the reduction's for the others.
+    /// per segment, the thread schedule's own blocks for a thread, the reduction's for the
+    /// others.
     fn shape_for(&self, group: u32) -> ReduceShape {
         let held = if O::ORDER_FREE {
             std::mem::size_of::<T>()
         } else {
             std::mem::size_of::<O::Acc>()
         };
-        if group == 32 {
-            warp_shape(self.shape, held)
-        } else {
-            self.shape
+        match group {
+            32 => warp_shape(self.shape, held),
+            1 => self.thread_shape,
+            _ => self.shape,
         }
     }
 
@@ -492,8 +505,9 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     /// use, and let take its warps' queues ([`step_queue_bytes`]).
     fn thread_kernel(&self) -> Result<&CudaFunction> {
         get_or_try(&self.thread, || {
-            let f = self.compile("cf_segment_reduce", self.shape_for(1), 1)?;
-            allow_step_queues(&f, self.config.get_block(), "segmented reduction")?;
+            let shape = self.shape_for(1);
+            let f = self.compile("cf_segment_reduce", shape, 1)?;
+            allow_step_queues(&f, shape.block, "segmented reduction", "thread_block")?;
             Ok(f)
         })
     }
@@ -510,7 +524,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             let f = self.gpu.kernel("cf_reduce_by_key", &cuda, &key, || {
                 by_key_source(&cuda, self.param_bytes, &shape, key_word)
             })?;
-            allow_step_queues(&f, shape.block, "reduction by key")?;
+            allow_step_queues(&f, shape.block, "reduction by key", "block")?;
             Ok(f)
         })
     }
@@ -537,10 +551,12 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             _ => self.kernel(&self.block, "cf_segment_reduce", self.config.get_block())?,
         };
         let write_empty = u32::from(!O::EMPTY_IS_ERROR);
-        let block = self.config.get_block();
-        let shared = match plan.schedule {
-            Schedule::Thread => step_queue_bytes(block),
-            _ => 0,
+        let (block, shared) = match plan.schedule {
+            Schedule::Thread => {
+                let block = self.thread_shape.block;
+                (block, step_queue_bytes(block))
+            }
+            _ => (self.config.get_block(), 0),
         };
         let what = "launching the segmented reduction kernel";
         // SAFETY (of each call): the caller's buffers; `hdr` is 0 or the long list, laid out
@@ -763,13 +779,14 @@ pub(super) fn step_queue_bytes(block: u32) -> u32 {
 
 /// Lets `f`, a thread-schedule kernel (the `what`) for blocks of `block` threads, take the
 /// dynamic shared memory of its warps' queues ([`step_queue_bytes`];
-/// `gpu::allow_dynamic_shared`). Errors if the device has less to give.
-fn allow_step_queues(f: &CudaFunction, block: u32, what: &str) -> Result<()> {
+/// `gpu::allow_dynamic_shared`). Errors if the device has less to give; `setting` names the
+/// [`SegmentConfig`] block that sets `block`, to ask for less.
+fn allow_step_queues(f: &CudaFunction, block: u32, what: &str, setting: &str) -> Result<()> {
     let bytes = step_queue_bytes(block);
     allow_dynamic_shared(f, bytes as usize, || {
         format!(
             "letting the {what} kernel take {bytes} bytes of shared memory (blocks of {block}): \
-             use a smaller SegmentConfig block on this GPU"
+             use a smaller SegmentConfig::{setting} on this GPU"
         )
     })
 }

@@ -143,6 +143,7 @@ impl Rows {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SegmentConfig {
     block: u32,
+    thread_block: u32,
     split_block: u32,
     schedule: Option<Schedule>,
     scan: ScanConfig,
@@ -152,6 +153,7 @@ impl Default for SegmentConfig {
     fn default() -> Self {
         SegmentConfig {
             block: 256,
+            thread_block: 64,
             split_block: 512,
             schedule: None,
             scan: ScanConfig::default(),
@@ -160,7 +162,9 @@ impl Default for SegmentConfig {
 }
 
 impl SegmentConfig {
-    /// Threads per block: a power of two from 32 to 1024 (default 256).
+    /// Threads per block: a power of two from 32 to 1024 (default 256), for every kernel
+    /// but the reduction's thread schedule ([`SegmentConfig::thread_block`]) and
+    /// [`Schedule::Split`]'s ([`SegmentConfig::split_block`]).
     ///
     /// ```
     /// assert_eq!(cufold::segment::SegmentConfig::default().block(512).get_block(), 512);
@@ -177,6 +181,38 @@ impl SegmentConfig {
     /// ```
     pub fn get_block(&self) -> u32 {
         self.block
+    }
+
+    /// Threads per block of the reduction's [`Schedule::Thread`] (a thread per segment, for
+    /// short and ragged segments): a power of two from 32 to 1024 (default 64), checked
+    /// when the reducer is built; reductions only (a scan's thread schedule and the one
+    /// pass by key take [`SegmentConfig::block`]).
+    ///
+    /// Small blocks, because a block holds its place on the multiprocessor until its
+    /// slowest warp is done, and on ragged lengths a warp that meets a long segment is much
+    /// slower than the others. Measured on an H100 (BENCHMARKS.md, "Segments,
+    /// twenty-seventh step", f32, ms, two rounds in each of two calls): power-law lengths,
+    /// blocks of 256 / 64 / 32, sum 0.221-0.222 / 0.215 / 0.221, max 0.241-0.242 /
+    /// 0.233-0.234 / 0.239, argmax 0.342-0.343 / 0.333-0.334 / 0.347; 2^24 segments of 4 to
+    /// 32 within 0.5% in blocks of 64 (sum 0.524 / 0.525 / 0.533).
+    ///
+    /// ```
+    /// use cufold::segment::SegmentConfig;
+    /// assert_eq!(SegmentConfig::default().get_thread_block(), 64);
+    /// assert_eq!(SegmentConfig::default().thread_block(256).get_thread_block(), 256);
+    /// ```
+    pub fn thread_block(mut self, block: u32) -> Self {
+        self.thread_block = block;
+        self
+    }
+
+    /// The block size of the reduction's thread schedule this configuration asks for.
+    ///
+    /// ```
+    /// assert_eq!(cufold::segment::SegmentConfig::default().get_thread_block(), 64);
+    /// ```
+    pub fn get_thread_block(&self) -> u32 {
+        self.thread_block
     }
 
     /// Threads per block of [`Schedule::Split`]'s two kernels (the blocks that reduce chunks
