@@ -77,11 +77,12 @@ struct Args {
     /// the whole schedule and for the longest ragged segments (`SegmentConfig::scan`).
     #[arg(long, default_value_t = 256)]
     scan_block: u32,
-    /// Threads per block of the segmented reductions (`SegmentConfig::block`; also the one
-    /// pass by key's).
+    /// Threads per block of the segmented reductions and scans (`SegmentConfig::block`; also
+    /// the one pass by key's).
     #[arg(long, default_value_t = 256)]
     block: u32,
-    /// Threads per block of the reductions' thread schedule (`SegmentConfig::thread_block`).
+    /// Threads per block of the thread schedule, reductions and scans
+    /// (`SegmentConfig::thread_block`).
     #[arg(long, default_value_t = 64)]
     thread_block: u32,
     /// Keep freed memory in the device's default memory pool across the stream's waits
@@ -99,11 +100,11 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 static FORCED: std::sync::OnceLock<Option<cufold::segment::Schedule>> = std::sync::OnceLock::new();
 /// The device-wide scan's block size, `--scan-block`.
 static SCAN_BLOCK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-/// `--block` and `--thread-block`, for the reductions.
+/// `--block` and `--thread-block`, for the reducers and scanners.
 static BLOCKS: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
 
-/// The reducers' configuration: `--block`, `--thread-block` and `--schedule`.
-fn reducer_config() -> cufold::segment::SegmentConfig {
+/// The reducers' and scanners' configuration: `--block`, `--thread-block` and `--schedule`.
+fn segment_config() -> cufold::segment::SegmentConfig {
     let (block, thread_block) = *BLOCKS.get().expect("set");
     cufold::segment::SegmentConfig::default()
         .schedule(FORCED.get().copied().flatten())
@@ -196,7 +197,7 @@ fn run<O: Operator<f32>>(
     rows_out: &mut Vec<serde_json::Value>,
 ) -> Res<bool> {
     let stream = gpu.stream();
-    let r = gpu.segment_reducer_with::<f32, O>(op, reducer_config())?;
+    let r = gpu.segment_reducer_with::<f32, O>(op, segment_config())?;
     let (segments, total, extra) = match shape {
         Shape::Rows(rows) => (rows.rows, rows.rows * rows.cols, 0),
         Shape::Offsets(o) => (o.len() - 1, *o.last().unwrap() as usize, o.len() * 8),
@@ -274,11 +275,9 @@ fn run_cumsum(
     rows_out: &mut Vec<serde_json::Value>,
 ) -> Res<bool> {
     let stream = gpu.stream();
-    let forced = FORCED.get().copied().flatten();
     let s = gpu.segment_scanner_with::<f32, _>(
         Sum,
-        cufold::segment::SegmentConfig::default()
-            .schedule(forced)
+        segment_config()
             .scan(cufold::scan::ScanConfig::default().block(*SCAN_BLOCK.get().expect("set"))),
     )?;
     let total: usize = segments_of(shape).iter().map(|p| p.1).sum();
@@ -374,7 +373,7 @@ fn run_sum_by_key(
     let n = keys.len();
     let values = &x_host[lo..lo + n];
     let (kd, xd) = (stream.clone_htod(&keys)?, stream.clone_htod(values)?);
-    let r = gpu.segment_reducer_with::<f32, _>(Sum, reducer_config())?;
+    let r = gpu.segment_reducer_with::<f32, _>(Sum, segment_config())?;
     let by = r.reduce_by_key(&kd, &xd)?;
     let got = (
         stream.clone_dtoh(&by.values)?,

@@ -245,10 +245,10 @@ fn check_arg_specials<T: cufold::Element, O: Operator<T, Out = Indexed<T>>>(
     compare_on_every_schedule(op, &xd, &od, &want, "specials");
 }
 
-/// The reduction's thread schedule in blocks of 32 to 1024 threads
-/// (`SegmentConfig::thread_block`, default 64; its warps' queues take dynamic shared memory
-/// by the block): ragged lengths for lanes, groups, warps and, past 2^20 elements, the long
-/// pass, with the CPU's bits on every block size.
+/// The thread schedule in blocks of 32 to 1024 threads (`SegmentConfig::thread_block`,
+/// default 64; the reduction's warps' queues take dynamic shared memory by the block): ragged
+/// lengths for lanes, groups, warps and, past 2^20 elements, the long pass, reduced and
+/// scanned with the CPU's bits on every block size.
 #[test]
 #[ignore = "needs a CUDA device"]
 fn thread_schedule_blocks_have_the_cpu_bits() {
@@ -287,6 +287,40 @@ fn thread_schedule_blocks_have_the_cpu_bits() {
     one::<f32, _>(Sum, &off, s);
     one::<f32, _>(ArgMax, &off, s ^ 1);
     one::<Affine<f32>, _>(Compose, &off, s ^ 2);
+    fn scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, off: &[u64], s: u64) {
+        let x: Vec<T> = data(*off.last().unwrap() as usize, s);
+        let (xd, od) = (upload(gpu(), &x), upload(gpu(), off));
+        for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
+            let mut want = vec![None; x.len()];
+            for w in off.windows(2) {
+                let (lo, hi) = (w[0] as usize, w[1] as usize);
+                for (j, v) in Cpu::new()
+                    .scan(&x[lo..hi], op, kind)
+                    .unwrap()
+                    .into_iter()
+                    .enumerate()
+                {
+                    want[lo + j] = Some(v);
+                }
+            }
+            for block in [32, 256, 1024] {
+                let config = SegmentConfig::default()
+                    .schedule(Some(Schedule::Thread))
+                    .thread_block(block);
+                let sc = gpu().segment_scanner_with::<T, O>(op, config).unwrap();
+                let mut y = upload(gpu(), &vec![poison::<O::Out>(); x.len()]);
+                sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
+                let what = format!(
+                    "{} {kind:?} over {}, thread blocks of {block}",
+                    O::NAME,
+                    T::cuda_name()
+                );
+                compare(&what, &download(&y), &want);
+            }
+        }
+    }
+    scan::<f32, _>(Sum, &off, s ^ 3);
+    scan::<Affine<f32>, _>(Compose, &off, s ^ 4);
 }
 
 #[test]

@@ -3,8 +3,8 @@
 
 use super::by_key::RunCache;
 use super::plan::{
-    check_offsets_len, check_rows, plan_reduction, split_chunk_log, with_schedule, Schedule,
-    SegmentPlan, LANES,
+    check_offsets_len, check_rows, on_thread_blocks, plan_reduction, split_chunk_log,
+    with_schedule, Schedule, SegmentPlan, LANES,
 };
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
@@ -277,14 +277,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
             Some(Schedule::Lanes) if !rows => with_schedule(Schedule::Warp, segments, block, dev),
             Some(s) => with_schedule(s, segments, block, dev),
         };
-        // The thread schedule's blocks are its own (SegmentConfig::thread_block), and so is
-        // its grid; the schedule's choice does not depend on the block.
-        match plan.schedule {
-            Schedule::Thread => {
-                with_schedule(Schedule::Thread, segments, self.thread_shape.block, dev)
-            }
-            _ => plan,
-        }
+        on_thread_blocks(plan, segments, self.thread_shape.block, dev)
     }
 
     /// Enqueues one result per row of `rows` in `x` into `out` (`rows.rows` values): row

@@ -163,8 +163,8 @@ impl Default for SegmentConfig {
 
 impl SegmentConfig {
     /// Threads per block: a power of two from 32 to 1024 (default 256), for every kernel
-    /// but the reduction's thread schedule ([`SegmentConfig::thread_block`]) and
-    /// [`Schedule::Split`]'s ([`SegmentConfig::split_block`]).
+    /// but the thread schedule's ([`SegmentConfig::thread_block`]) and [`Schedule::Split`]'s
+    /// ([`SegmentConfig::split_block`]).
     ///
     /// ```
     /// assert_eq!(cufold::segment::SegmentConfig::default().block(512).get_block(), 512);
@@ -183,18 +183,21 @@ impl SegmentConfig {
         self.block
     }
 
-    /// Threads per block of the reduction's [`Schedule::Thread`] (a thread per segment, for
-    /// short and ragged segments): a power of two from 32 to 1024 (default 64), checked
-    /// when the reducer is built; reductions only (a scan's thread schedule and the one
-    /// pass by key take [`SegmentConfig::block`]).
+    /// Threads per block of [`Schedule::Thread`] (a thread per segment, for short and
+    /// ragged segments), in reductions and scans: a power of two from 32 to 1024 (default
+    /// 64), checked when the reducer or scanner is built. (The one pass by key takes
+    /// [`SegmentConfig::block`]: in smaller blocks its tiles hold fewer spans, and its
+    /// look-back has more of them; power-law runs 0.344 ms in blocks of 128, 0.402 in 64,
+    /// against 0.337-0.340 in 256.)
     ///
     /// Small blocks, because a block holds its place on the multiprocessor until its
     /// slowest warp is done, and on ragged lengths a warp that meets a long segment is much
     /// slower than the others. Measured on an H100 (BENCHMARKS.md, "Segments,
-    /// twenty-seventh step", f32, ms, two rounds in each of two calls): power-law lengths,
-    /// blocks of 256 / 64 / 32, sum 0.221-0.222 / 0.215 / 0.221, max 0.241-0.242 /
-    /// 0.233-0.234 / 0.239, argmax 0.342-0.343 / 0.333-0.334 / 0.347; 2^24 segments of 4 to
-    /// 32 within 0.5% in blocks of 64 (sum 0.524 / 0.525 / 0.533).
+    /// twenty-seventh step", f32, ms, two rounds a call): power-law lengths, blocks of 256 /
+    /// 64 / 32 (two calls), sum 0.221-0.222 / 0.215 / 0.221, max 0.241-0.242 / 0.233-0.234 /
+    /// 0.239, argmax 0.342-0.343 / 0.333-0.334 / 0.347, and cumsum (one call, 256 / 64)
+    /// 0.413-0.414 / 0.404; 2^24 segments of 4 to 32 within 0.5% in blocks of 64 (sum 0.524
+    /// / 0.525 / 0.533, cumsum 0.915-0.917 / 0.919).
     ///
     /// ```
     /// use cufold::segment::SegmentConfig;
@@ -206,7 +209,8 @@ impl SegmentConfig {
         self
     }
 
-    /// The block size of the reduction's thread schedule this configuration asks for.
+    /// The block size of the thread schedule (reductions and scans) this configuration asks
+    /// for.
     ///
     /// ```
     /// assert_eq!(cufold::segment::SegmentConfig::default().get_thread_block(), 64);

@@ -382,6 +382,22 @@ pub fn with_schedule(
     SegmentPlan { schedule, grid }
 }
 
+/// `plan` with the thread schedule's grid for its own blocks of `thread_block` threads
+/// ([`SegmentConfig::thread_block`](super::SegmentConfig::thread_block)): reducers and
+/// scanners choose the schedule with their `block`, on which the choice does not depend, and
+/// run [`Schedule::Thread`] in blocks of its own.
+pub(crate) fn on_thread_blocks(
+    plan: SegmentPlan,
+    segments: u64,
+    thread_block: u32,
+    dev: &DeviceProps,
+) -> SegmentPlan {
+    match plan.schedule {
+        Schedule::Thread => with_schedule(Schedule::Thread, segments, thread_block, dev),
+        _ => plan,
+    }
+}
+
 /// The chunk length (a power of two, as its log2) for [`Schedule::Split`]: at least one
 /// block's `tile`, at most half of the row's tree width (so that a row has two chunks or
 /// more), few enough per row for one block to join (`block * 8`), and otherwise small

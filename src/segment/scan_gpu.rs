@@ -6,7 +6,8 @@ use super::gpu::{
     clear_long_list, launch_segments, long_list_layout, SegmentArgs, LONG_PASS_MIN_N,
 };
 use super::plan::{
-    check_offsets_len, check_rows, plan_scan, scan_warp_items, Schedule, SegmentPlan,
+    check_offsets_len, check_rows, on_thread_blocks, plan_scan, scan_warp_items, Schedule,
+    SegmentPlan,
 };
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
@@ -123,9 +124,10 @@ pub fn compile_scan_long_kernel(
 /// thread schedule a segment over 32 elements goes to its thread's warp, one after another
 /// (in shared memory where the warp's adjacent segments, none over 256, were staged there
 /// together), and, for ragged offsets over 2^20 elements, one of half a tile of the
-/// whole-array scan or more (and of 4096 or more) to a second launch that scans it with that scan's tiles
-/// and look-back ([`compile_scan_long_kernel`]); the bits are the same on every path. Every
-/// method enqueues on the stream and returns at once.
+/// whole-array scan or more (and of 4096 or more) to a second launch that scans it with that
+/// scan's tiles and look-back ([`compile_scan_long_kernel`]); the bits are the same on every
+/// path. The thread schedule runs in blocks of [`SegmentConfig::thread_block`]. Every method
+/// enqueues on the stream and returns at once.
 ///
 /// ```no_run
 /// use cufold::{ops, segment::Rows, ScanKind};
@@ -144,6 +146,8 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     param_bytes: usize,
     config: SegmentConfig,
     block: u32,
+    /// The thread schedule's block ([`SegmentConfig::thread_block`]).
+    thread_block: u32,
     items: u32,
     /// The device-wide scan's shapes ([`tile_shapes`]): the first its own, whose tiles take
     /// the long segments ([`SegmentScanner::long_shape`]), then smaller tiles for rows on
@@ -217,6 +221,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
         check_scannable::<T, O>()?;
         check_block(config.get_block())?;
+        check_block(config.get_thread_block())?;
         let shape = ScanShape::fitting(
             TypeSizes::of::<T, O>(),
             config.get_block(),
@@ -235,6 +240,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             param_bytes: params.bytes().len(),
             config,
             block: shape.block,
+            thread_block: config.get_thread_block(),
             items: shape.items,
             tile_shapes,
             large,
@@ -264,15 +270,17 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn plan(&self, segments: u64, total: u64, rows: bool) -> SegmentPlan {
-        plan_scan(
+        let dev = &self.gpu.inner.props;
+        let plan = plan_scan(
             segments,
             total,
             rows,
             self.long_shape().is_some(),
             self.config.get_schedule(),
             self.block,
-            &self.gpu.inner.props,
-        )
+            dev,
+        );
+        on_thread_blocks(plan, segments, self.thread_block, dev)
     }
 
     /// Enqueues the scan of every row of `rows` in `x` into `y`, packed (`rows * cols`
@@ -551,8 +559,13 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             }
             _ => None,
         };
-        let (cell, group, items) = match plan.schedule {
-            Schedule::Thread => (&self.thread_fns[long.map_or(0, |l| l.0)], 1, self.items),
+        let (cell, group, block, items) = match plan.schedule {
+            Schedule::Thread => (
+                &self.thread_fns[long.map_or(0, |l| l.0)],
+                1,
+                self.thread_block,
+                self.items,
+            ),
             Schedule::Warp => {
                 // Segments by offsets (a forced warp) are as long as the mean.
                 let cols = match args.off_ptr {
@@ -560,9 +573,14 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     _ => args.n / args.segments.max(1),
                 };
                 let items = scan_warp_items(cols, std::mem::size_of::<T>(), self.items);
-                (&self.warp_fns[items.ilog2() as usize], 32, items)
+                (
+                    &self.warp_fns[items.ilog2() as usize],
+                    32,
+                    self.block,
+                    items,
+                )
             }
-            _ => (&self.block_fn, self.block, self.items),
+            _ => (&self.block_fn, self.block, self.block, self.items),
         };
         // The tile the thread kernel lists long segments for: each cell's kernel is compiled
         // for one (without a long shape the kernel gets no list, and the number is unused).
@@ -575,8 +593,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             self.gpu.kernel(
                 "cf_segment_scan",
                 &cuda,
-                &(self.block, items, group, self.param_bytes, long_tile),
-                || scan_kernel_source(&cuda, self.param_bytes, self.block, items, group, long_tile),
+                &(block, items, group, self.param_bytes, long_tile),
+                || scan_kernel_source(&cuda, self.param_bytes, block, items, group, long_tile),
             )
         })?;
         let exclusive = u32::from(kind == ScanKind::Exclusive);
@@ -589,7 +607,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                     &self.gpu,
                     f,
                     plan.grid,
-                    (self.block, 0),
+                    (block, 0),
                     &args,
                     exclusive,
                     hdr,
