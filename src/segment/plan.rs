@@ -278,16 +278,27 @@ fn few_and_long(segments: u64, mean: u64, dev: &DeviceProps) -> bool {
     mean >= WHOLE_MIN_LEN && segments < dev.sm_count as u64
 }
 
-/// Waves of resident blocks a grid of threads or warps per segment holds at most (their
-/// blocks take many segments each, in turn).
+/// Waves of resident blocks a grid of warps per segment holds at most (their blocks take
+/// many segments each, in turn).
 const GRID_WAVES: u64 = 4;
+/// The same for the thread schedule (resident blocks by thread count: for its blocks of 64
+/// at 64 registers a thread, twice the waves the device runs). Measured on an H100, f32,
+/// ms, one call, two rounds, waves 4 / 8 / 16 / 64 (BENCHMARKS.md, "Segments,
+/// twenty-seventh step"): 2^24 segments of 4 to 32, sum 0.529-0.530 / 0.508 / 0.500 /
+/// 0.533, argmax 0.680-0.681 / 0.662-0.663 / 0.653 / 0.681, cumsum 0.919-0.920 /
+/// 0.899-0.900 / 0.879-0.880 / 0.894; power-law lengths, sum 0.215-0.216 / 0.213-0.216 /
+/// 0.219-0.221 / 0.270, max 0.235-0.237 / 0.235 / 0.244 / 0.282, cumsum 0.405-0.408 / 0.405 /
+/// 0.417 / 0.468. Eight gains the short segments 2-4% and keeps the ragged ones; sixteen
+/// gains the short ones more and loses the ragged ones 2-4%.
+const THREAD_GRID_WAVES: u64 = 8;
 /// The same for a block per segment: enough that a block takes one segment (or one chunk of
 /// a split row) up to about 16 000 blocks on an H100 (2^14 rows or more). Measured there, one
 /// call, against four waves: rows of 2^14 summed at 2891 GB/s (2703 and 2851 with four
 /// waves), max 3071 (3009, 3027), 16 rows of 2^24 split 2797 (2732, 2702): with four
 /// waves a block takes three or four rows and the last wave runs part-empty, where the
 /// device's block scheduler balances a block per row. The thread schedule lost with as
-/// many blocks (ragged power-law sums 518 -> 449 GB/s), so it keeps four waves.
+/// many blocks (ragged power-law sums 518 -> 449 GB/s), so it keeps fewer
+/// ([`THREAD_GRID_WAVES`]).
 const BLOCK_GRID_WAVES: u64 = 64;
 
 /// A launch of the segmented reduction.
@@ -298,7 +309,7 @@ const BLOCK_GRID_WAVES: u64 = 64;
 /// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
 /// let p = plan(1 << 24, 16 << 24, false, 256, &h100);
 /// assert_eq!(p.schedule, Schedule::Thread);
-/// assert!(p.grid <= 132 * 8 * 4);
+/// assert!(p.grid <= 132 * 8 * 8); // eight waves of the blocks 2048 threads a multiprocessor hold
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SegmentPlan {
@@ -317,9 +328,9 @@ pub struct SegmentPlan {
 ///   multiprocessors: [`Schedule::Split`], so that every multiprocessor works on every row;
 /// - otherwise a block per segment.
 ///
-/// The grid is at most four waves of resident blocks for a thread or a warp per segment, 64
-/// for a block per segment (about one segment a block); blocks take segments in turn (each
-/// group the segments `g, g + groups, ...`).
+/// The grid is at most eight waves of resident blocks for a thread per segment, four for a
+/// warp, 64 for a block per segment (about one segment a block); blocks take segments in
+/// turn (each group the segments `g, g + groups, ...`).
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
@@ -345,8 +356,8 @@ pub fn plan(segments: u64, total: u64, rows: bool, block: u32, dev: &DeviceProps
 }
 
 /// The plan for a given `schedule` (a forced one, [`SegmentConfig::schedule`]): the grid
-/// that schedule takes for `segments` segments: at most four waves of resident blocks for
-/// threads or warps per segment, 64 for a block per segment.
+/// that schedule takes for `segments` segments: at most eight waves of resident blocks for
+/// threads per segment, four for warps, 64 for a block per segment.
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
@@ -373,6 +384,7 @@ pub fn with_schedule(
     let resident = dev.resident_blocks(block);
     let waves = match schedule {
         Schedule::Block => BLOCK_GRID_WAVES,
+        Schedule::Thread => THREAD_GRID_WAVES,
         _ => GRID_WAVES,
     };
     let grid = match schedule {
@@ -522,7 +534,7 @@ mod tests {
             Schedule::Block
         );
         // A block per segment takes one segment up to 64 waves of resident blocks; threads
-        // and warps per segment stay within four.
+        // per segment stay within eight, warps within four.
         assert_eq!(plan(1 << 14, 1 << 28, true, 256, &H100).grid, 1 << 14);
         assert_eq!(
             with_schedule(Schedule::Block, 1 << 30, 256, &H100).grid,
@@ -531,6 +543,10 @@ mod tests {
         assert_eq!(
             with_schedule(Schedule::Warp, 1 << 30, 256, &H100).grid,
             4 * 132 * 8
+        );
+        assert_eq!(
+            with_schedule(Schedule::Thread, 1 << 30, 64, &H100).grid,
+            8 * 132 * 32
         );
         // Many long rows fill the device with a block each.
         assert_eq!(
@@ -541,7 +557,11 @@ mod tests {
             for rows in [false, true] {
                 let p = plan(segments, total, rows, 256, &H100);
                 if p.schedule != Schedule::Split {
-                    let waves = if p.schedule == Schedule::Block { 64 } else { 4 };
+                    let waves = match p.schedule {
+                        Schedule::Block => 64,
+                        Schedule::Thread => 8,
+                        _ => 4,
+                    };
                     assert!(p.grid >= 1 && p.grid <= waves * 132 * 8, "{p:?}");
                     let groups = p.grid
                         * match p.schedule {
