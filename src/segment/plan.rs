@@ -282,7 +282,7 @@ fn few_and_long(segments: u64, mean: u64, dev: &DeviceProps) -> bool {
 /// many segments each, in turn).
 const GRID_WAVES: u64 = 4;
 /// The same for the thread schedule (resident blocks by thread count: for its blocks of 64
-/// at 64 registers a thread, twice the waves the device runs). Measured on an H100, f32,
+/// at 64 registers a thread, the device runs twice the waves counted). Measured on an H100, f32,
 /// ms, one call, two rounds, waves 4 / 8 / 16 / 64 (BENCHMARKS.md, "Segments,
 /// twenty-seventh step"): 2^24 segments of 4 to 32, sum 0.529-0.530 / 0.508 / 0.500 /
 /// 0.533, argmax 0.680-0.681 / 0.662-0.663 / 0.653 / 0.681, cumsum 0.919-0.920 /
