@@ -48,6 +48,30 @@ fn expected<T: DeviceValue, O: Operator<T>>(
         .collect()
 }
 
+/// Each segment's whole-array scan by `cpu`, at the segment's own positions of an output as
+/// long as `x` (`None` where no segment is).
+fn expected_scan<T: DeviceValue, O: Operator<T>>(
+    cpu: &Cpu,
+    x: &[T],
+    offsets: &[u64],
+    op: O,
+    kind: ScanKind,
+) -> Vec<Option<O::Out>> {
+    let mut want = vec![None; x.len()];
+    for w in offsets.windows(2) {
+        let (lo, hi) = (w[0] as usize, w[1] as usize);
+        for (j, v) in cpu
+            .scan(&x[lo..hi], op, kind)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+        {
+            want[lo + j] = Some(v);
+        }
+    }
+    want
+}
+
 /// GPU outputs against the expected ones; a `None` must have left the poisoned output alone.
 fn compare<X: std::fmt::Debug + DeviceValue>(what: &str, got: &[X], want: &[Option<X>]) {
     assert_eq!(got.len(), want.len());
@@ -291,18 +315,7 @@ fn thread_schedule_blocks_have_the_cpu_bits() {
         let x: Vec<T> = data(*off.last().unwrap() as usize, s);
         let (xd, od) = (upload(gpu(), &x), upload(gpu(), off));
         for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
-            let mut want = vec![None; x.len()];
-            for w in off.windows(2) {
-                let (lo, hi) = (w[0] as usize, w[1] as usize);
-                for (j, v) in Cpu::new()
-                    .scan(&x[lo..hi], op, kind)
-                    .unwrap()
-                    .into_iter()
-                    .enumerate()
-                {
-                    want[lo + j] = Some(v);
-                }
-            }
+            let want = expected_scan(&Cpu::new(), &x, off, op, kind);
             for block in [32, 256, 1024] {
                 let config = SegmentConfig::default()
                     .schedule(Some(Schedule::Thread))
@@ -480,18 +493,7 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let (xd, od) = (upload(g, &x), upload(g, &off));
     for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
         // Each segment's whole-array scan; poison where no segment is.
-        let mut want = vec![None; x.len()];
-        for w in off.windows(2) {
-            let (lo, hi) = (w[0] as usize, w[1] as usize);
-            for (j, v) in Cpu::with_threads(1)
-                .scan(&x[lo..hi], op, kind)
-                .unwrap()
-                .into_iter()
-                .enumerate()
-            {
-                want[lo + j] = Some(v);
-            }
-        }
+        let want = expected_scan(&Cpu::with_threads(1), &x, &off, op, kind);
         for schedule in [
             None,
             Some(Schedule::Thread),
@@ -580,14 +582,7 @@ fn check_scan_offsets<T: Gen + DeviceValue, O: Operator<T>>(
     let g = gpu();
     let (xd, od) = (upload(g, x), upload(g, off));
     for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
-        let mut want = vec![None; x.len()];
-        for w in off.windows(2) {
-            let (lo, hi) = (w[0] as usize, w[1] as usize);
-            let out = Cpu::new().scan(&x[lo..hi], op, kind).unwrap();
-            for (j, v) in out.into_iter().enumerate() {
-                want[lo + j] = Some(v);
-            }
-        }
+        let want = expected_scan(&Cpu::new(), x, off, op, kind);
         for schedule in [None, Some(Schedule::Thread)] {
             let sc = g
                 .segment_scanner_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
@@ -658,18 +653,7 @@ fn affine_f32_scans_four_bytes_into_sixteen_have_the_cpu_bits() {
         )
         .unwrap();
     for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
-        let mut want = vec![None; n];
-        for w in off.windows(2) {
-            let (lo, hi) = (w[0] as usize, w[1] as usize);
-            for (j, v) in Cpu::new()
-                .scan(&x[lo..hi], Compose, kind)
-                .unwrap()
-                .into_iter()
-                .enumerate()
-            {
-                want[lo + j] = Some(v);
-            }
-        }
+        let want = expected_scan(&Cpu::new(), &x, &off, Compose, kind);
         let mut yw = upload(g, &vec![0f32; 2 * n + 2]);
         {
             // SAFETY: the views hold n pairs of f32 from the second word on, which is
