@@ -11,21 +11,23 @@
 //! number of runs), `sum_by_key_into` (the one-pass `reduce_by_key_into`, into buffers
 //! with room for every key, no wait; the same traffic counted) and `sum_by_key_no_lengths`
 //! (`reduce_by_key_into_without_lengths`, as CUB's `ReduceByKey`: the traffic less the
-//! lengths).
+//! lengths), and `cumsum_by_key` (`scan_by_key_into`, inclusive, with key `i` on segment
+//! `i`, as CUB's `InclusiveSumByKey`; traffic: the keys and the input read, the outputs
+//! written; the time includes the one wait for the number of runs).
 //!
 //! ```text
 //! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw,mid,wide,narrow]
 //!                                    [--ops sum,max,argmax,cumsum,sum_by_key,sum_by_key_into,
-//!                                           sum_by_key_no_lengths]
+//!                                           sum_by_key_no_lengths,cumsum_by_key]
 //!                                    [--schedule thread|warp|lanes|block|whole]
 //!                                    [--block 256] [--thread-block 64] [--scan-block 256]
 //!                                    [--reps 20] [--json OUT.json]
 //! ```
 //!
 //! Besides the default shapes (and rows2k, rows4k): `long_offsets` and `few_offsets`, few
-//! long segments by offsets (16 of 2^24, 512 of 2^19), and `offsets_4k` to `offsets_64k`
-//! (2^28 elements by offsets in segments of 2^12, 2^13, 2^14 and 2^16), which only cufold
-//! runs.
+//! long segments by offsets (16 of 2^24, 512 of 2^19), and `offsets_128`, `offsets_1k`,
+//! `offsets_4k` to `offsets_64k` (2^28 elements by offsets in segments of 2^7, 2^10, 2^12,
+//! 2^13, 2^14 and 2^16), which scripts/cub_segments.cu runs too.
 
 use cudarc::driver::CudaSlice;
 use cufold::ops::{ArgMax, Max, Operator, Sum};
@@ -39,9 +41,10 @@ use common::median_ms;
 /// The shapes run by default (the ones scripts/segment_peers.py also times).
 const DEFAULT_SHAPES: &str = "short,square,long,powerlaw,mid,wide,narrow";
 const ALL_SHAPES: &str =
-    "short,square,long,powerlaw,mid,wide,narrow,rows2k,rows4k,long_offsets,few_offsets,offsets_4k,\
-     offsets_8k,offsets_16k,offsets_64k";
-const ALL_OPS: &str = "sum,max,argmax,cumsum,sum_by_key,sum_by_key_into,sum_by_key_no_lengths";
+    "short,square,long,powerlaw,mid,wide,narrow,rows2k,rows4k,long_offsets,few_offsets,offsets_128,\
+     offsets_1k,offsets_4k,offsets_8k,offsets_16k,offsets_64k";
+const ALL_OPS: &str =
+    "sum,max,argmax,cumsum,sum_by_key,sum_by_key_into,sum_by_key_no_lengths,cumsum_by_key";
 
 /// GPU segmented reductions and scans across shapes, GB/s of compulsory traffic, each result
 /// checked bit for bit against the CPU backend before timing. Lists are comma-separated.
@@ -154,8 +157,13 @@ fn shape(name: &str) -> Shape {
         // segment and the thread schedule's long pass): 16 of 2^24, 512 of 2^19.
         "long_offsets" => Shape::Offsets(offsets(&mut (0..16).map(|_| 1 << 24))),
         "few_offsets" => Shape::Offsets(offsets(&mut (0..512).map(|_| 1 << 19))),
-        // 2^28 elements by offsets in segments of 2^12 to 2^16 (cufold only: where a scan by
-        // offsets leaves a block per segment for the thread schedule's long pass).
+        // 2^28 elements by offsets in segments of 2^7 and 2^10 (the narrow and mid rows' lengths
+        // by offsets: a warp per segment), and of 2^12 to 2^16 (a block per segment for
+        // reductions; where a scan by offsets leaves a block per segment for the thread
+        // schedule's long pass). CUB's segmented reductions take them too
+        // (scripts/cub_segments.cu); torch's segment_reduce is far slower at these counts.
+        "offsets_128" => Shape::Offsets(offsets(&mut (0..1 << 21).map(|_| 1 << 7))),
+        "offsets_1k" => Shape::Offsets(offsets(&mut (0..1 << 18).map(|_| 1 << 10))),
         "offsets_4k" => Shape::Offsets(offsets(&mut (0..1 << 16).map(|_| 1 << 12))),
         "offsets_8k" => Shape::Offsets(offsets(&mut (0..1 << 15).map(|_| 1 << 13))),
         "offsets_16k" => Shape::Offsets(offsets(&mut (0..1 << 14).map(|_| 1 << 14))),
@@ -339,6 +347,71 @@ fn run_cumsum(
     Ok(bad.is_none())
 }
 
+/// Key `i` (u32) on every element of segment `i` (rows: packed, the stride ignored), and the
+/// values those keys cover.
+fn keyed<'a>(shape: &Shape, x_host: &'a [f32]) -> (Vec<u32>, &'a [f32]) {
+    let segs = segments_of(shape);
+    let lo = segs.first().map_or(0, |p| p.0);
+    let keys: Vec<u32> = segs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| std::iter::repeat(i as u32).take(p.1))
+        .collect();
+    let n = keys.len();
+    (keys, &x_host[lo..lo + n])
+}
+
+/// `scan_by_key_into` (inclusive Sum) with key `i` on segment `i`'s elements, so that it
+/// restarts at each of the shape's segments, checked against the CPU.
+fn run_cumsum_by_key(
+    gpu: &Gpu,
+    shape_name: &str,
+    shape: &Shape,
+    x_host: &[f32],
+    reps: usize,
+    rows_out: &mut Vec<serde_json::Value>,
+) -> Res<bool> {
+    let stream = gpu.stream();
+    let (keys, values) = keyed(shape, x_host);
+    let n = keys.len();
+    let (kd, xd) = (stream.clone_htod(&keys)?, stream.clone_htod(values)?);
+    let mut y = stream.alloc_zeros::<f32>(n)?;
+    let s = gpu.segment_scanner_with::<f32, _>(
+        Sum,
+        segment_config()
+            .scan(cufold::scan::ScanConfig::default().block(*SCAN_BLOCK.get().expect("set"))),
+    )?;
+    let launch = |y: &mut CudaSlice<f32>| s.scan_by_key_into(&kd, &xd, y, ScanKind::Inclusive);
+    launch(&mut y)?;
+    let got = stream.clone_dtoh(&y)?;
+    let mut want = vec![0.0f32; n];
+    Cpu::new().scan_by_key_into(&keys, values, &mut want, Sum, ScanKind::Inclusive)?;
+    let bad = got
+        .iter()
+        .zip(&want)
+        .position(|(g, w)| g.to_bits() != w.to_bits());
+    if let Some(i) = bad {
+        eprintln!(
+            "MISMATCH cumsum_by_key {shape_name} position {i}: GPU {}, CPU {}",
+            got[i], want[i]
+        );
+    }
+    let ms = median_ms(stream, reps, || launch(&mut y))?;
+    let runs = segments_of(shape).len();
+    let bytes = n * 12;
+    let gbs = bytes as f64 / (ms * 1e-3) / 1e9;
+    println!(
+        "cufold  cumsum_by_key {shape_name:9} {runs:>9} runs {n:>11} elems {ms:9.4} ms {gbs:8.1} GB/s{}",
+        if bad.is_none() { "" } else { "  MISMATCH" }
+    );
+    rows_out.push(serde_json::json!({
+        "lib": "cufold", "family": "segment", "op": "cumsum_by_key", "shape": shape_name,
+        "dtype": "f32", "segments": runs, "n": n, "bytes": bytes, "ms": ms, "gbs": gbs,
+        "device": gpu.device_name(),
+    }));
+    Ok(bad.is_none())
+}
+
 /// Which reduction by key `run_sum_by_key` times.
 #[derive(Clone, Copy, PartialEq)]
 enum ByKey {
@@ -363,15 +436,8 @@ fn run_sum_by_key(
     rows_out: &mut Vec<serde_json::Value>,
 ) -> Res<bool> {
     let stream = gpu.stream();
-    let segs = segments_of(shape);
-    let lo = segs.first().map_or(0, |p| p.0);
-    let keys: Vec<u32> = segs
-        .iter()
-        .enumerate()
-        .flat_map(|(i, p)| std::iter::repeat(i as u32).take(p.1))
-        .collect();
+    let (keys, values) = keyed(shape, x_host);
     let n = keys.len();
-    let values = &x_host[lo..lo + n];
     let (kd, xd) = (stream.clone_htod(&keys)?, stream.clone_htod(values)?);
     let r = gpu.segment_reducer_with::<f32, _>(Sum, segment_config())?;
     let by = r.reduce_by_key(&kd, &xd)?;
@@ -502,12 +568,8 @@ fn main() -> Res<()> {
                 "sum_by_key_no_lengths" => {
                     run_sum_by_key(&gpu, s, &shape, &host, reps, ByKey::NoLengths, &mut rows)?
                 }
-                other => {
-                    return Err(format!(
-                        "unknown op {other}: sum, max, argmax, cumsum or sum_by_key"
-                    )
-                    .into())
-                }
+                "cumsum_by_key" => run_cumsum_by_key(&gpu, s, &shape, &host, reps, &mut rows)?,
+                other => return Err(format!("unknown op {other}: one of {ALL_OPS}").into()),
             };
         }
     }

@@ -13,8 +13,10 @@
 #                                        and a copy, same call
 #   bash scripts/gpu-session.sh examples the examples that need a GPU
 #   bash scripts/gpu-session.sh segment  segmented reductions across shapes beside PyTorch and
-#                                        CuPy (scripts/segment_peers.py) and CUB's reduction by
-#                                        key (scripts/cub_by_key.cu), same call
+#                                        CuPy (scripts/segment_peers.py), CUB's reduction by
+#                                        key (scripts/cub_by_key.cu) and its segmented
+#                                        reductions and scan by key (scripts/cub_segments.cu),
+#                                        same call
 #   bash scripts/gpu-session.sh mc       fused Monte Carlo samples/s beside PyTorch's
 #                                        (scripts/mc_peers.py), same call
 set -uo pipefail
@@ -77,6 +79,10 @@ segment)
   nvcc -O3 -std=c++17 -arch=sm_90 scripts/cub_by_key.cu -o /tmp/cub_by_key &&
     /tmp/cub_by_key short,powerlaw,narrow,mid,wide,square,long 20 | tee "$out/cub_by_key.txt"
   echo "cub exit $?"
+  # CUB's segmented reductions by offsets and its scan by key, on the offsets shapes.
+  nvcc -O3 -std=c++17 -arch=sm_90 scripts/cub_segments.cu -o /tmp/cub_segments &&
+    /tmp/cub_segments short,powerlaw,long_offsets,few_offsets,offsets_4k 20 | tee "$out/cub_segments.txt"
+  echo "cub segments exit $?"
   ;;
 reduce)
   .gpu/bin/bench-gpu_reduce --log2 24,28 --json "$out/reduce.json" > "$out/reduce.txt" 2>&1
