@@ -175,12 +175,16 @@ __device__ __forceinline__ typename Op::Acc join_fetched(const Op& op, const typ
 // the same tiles, joined in the same order. Each thread holds two tiles' raw inputs (K *
 // VEC values each).
 //
-// `bounds(s, lo, hi)` is cf_bounds (false: the segment is skipped), `emit(s, tree, len)`
-// takes a non-empty segment's tree in the group's first thread, `empty(s)` an empty
-// segment in every thread. Every thread of the group calls it.
-template <class Op, int GROUP, int K, int VEC, class Bounds, class Emit, class Empty>
+// `bounds(s, lo, hi)` is cf_bounds (false: the segment is skipped); `ahead(s)` asks for
+// segment s's bounds without waiting (cf::prefetch_bounds), called as the segment before
+// it is taken, so that a group reading offsets finds them in the L1 a segment later
+// instead of waiting on memory between segments. `emit(s, tree, len)` takes a non-empty
+// segment's tree in the group's first thread, `empty(s)` an empty segment in every thread.
+// Every thread of the group calls it.
+template <class Op, int GROUP, int K, int VEC, class Bounds, class Ahead, class Emit, class Empty>
 __device__ __forceinline__ void pipelined_trees(const Op& op, const typename Op::In* __restrict__ x, u64 first,
-                                                u64 step, u64 segments, Bounds bounds, Emit emit, Empty empty,
+                                                u64 step, u64 segments, Bounds bounds, Ahead ahead, Emit emit,
+                                                Empty empty,
                                                 typename Op::Acc (*smem)[GROUP / 32 > 0 ? GROUP / 32 : 1], int warp) {
     typedef typename Op::In In;
     typedef typename Op::Acc Acc;
@@ -201,6 +205,7 @@ __device__ __forceinline__ void pipelined_trees(const Op& op, const typename Op:
                 continue;
             }
             g = Seg{s, lo, hi - lo};
+            if (s + step < segments) ahead(s + step);
             return true;
         }
         return false;
@@ -621,6 +626,18 @@ __device__ __forceinline__ void raw_bounds(u64 s, const u64* __restrict__ offset
     }
 }
 
+// Segment s's offsets asked of the L1 without waiting, so that cf::raw_bounds finds them
+// there a segment later; nothing for rows (no offsets). For cf::pipelined_trees, whose group
+// takes a few segments in turn (BLOCK_GRID_WAVES, src/segment/plan.rs). H100, f32 sums by
+// offsets, a block per segment, ms, two rounds, without / with it: 2^16 segments of 4096
+// 0.352-0.353 / 0.349-0.350, 2^15 of 8192 0.348-0.349 / 0.347 (BENCHMARKS.md, "Segments,
+// twenty-eighth step"). Loading the bounds into registers a segment ahead instead ran
+// slower (a block a segment then: rows of 4096 0.343 -> 0.369, such offsets 0.414 -> 0.471;
+// more registers a thread is the likely cause, not checked).
+__device__ __forceinline__ void prefetch_bounds(u64 s, const u64* offsets) {
+    if (offsets) asm volatile("prefetch.global.L1 [%0];" ::"l"(offsets + s));
+}
+
 // Whether bounds lo .. hi (cf::raw_bounds) are a segment of an input of n positions; offsets
 // that decrease or run past the end are not, and such a segment is neither read nor written.
 __device__ __forceinline__ bool segment_in_input(u64 lo, u64 hi, u64 n) { return lo <= hi && hi <= n; }
@@ -992,6 +1009,7 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         cf::pipelined_trees<cf_op_t, CF_GROUP, CF_K, CF_VEC>(
             op, x, (cf::u64)blockIdx.x * GROUPS + group, (cf::u64)gridDim.x * GROUPS, segments,
             [&](cf::u64 s, cf::u64& lo, cf::u64& hi) { return cf_bounds(s, n, offsets, stride, cols, lo, hi); },
+            [&](cf::u64 s) { cf::prefetch_bounds(s, offsets); },
             [&](cf::u64 s, const cf_acc_t& r, cf::u64 len) { out[s] = op.finish(r, len); },
             [&](cf::u64 s) {
                 if (write_empty && leader) out[s] = op.finish(op.identity(), 0);
@@ -999,7 +1017,9 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
             smem, warp);
         return;
     }
-    // Order-free operators: cf::free_run over each segment's tiles.
+    // Order-free operators: cf::free_run over each segment's tiles. (The next segment's bounds
+    // asked of the L1 first, as cf::pipelined_trees does, gained nothing here and cost a warp
+    // per segment of 128 by offsets 3-4%: BENCHMARKS.md, "Segments, twenty-eighth step".)
     unsigned calls = 0;
     for (cf::u64 s = (cf::u64)blockIdx.x * GROUPS + group; s < segments; s += (cf::u64)gridDim.x * GROUPS) {
         cf::u64 lo, hi;

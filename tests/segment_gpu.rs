@@ -374,28 +374,37 @@ fn arg_operators_rank_nans_infinities_and_zeros_as_the_cpu_does() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn many_segments_outnumber_the_grid() {
-    // 200 000 segments of 0..40 elements: more than four waves of warps and 64 of blocks
-    // (a block per segment's grid), so groups take several segments each.
+    // 200 000 segments of 0..40 elements: more than four waves of warps and 16 of blocks
+    // (a block per segment's grid), so groups take several segments each, each next
+    // segment's bounds asked for ahead (a tree's pipelined segments: Sum) or not (Max).
     let g = gpu();
     let s = seed("many_segments_outnumber_the_grid");
     let mut r = Rng(s);
     let lengths: Vec<usize> = (0..200_000).map(|_| (r.next() % 40) as usize).collect();
     let off = csr_offsets(0, &lengths);
     let x: Vec<f32> = data(*off.last().unwrap() as usize, s);
-    let want = expected(&x, &off, Max);
     let (xd, od) = (upload(g, &x), upload(g, &off));
-    for schedule in SCHEDULES {
-        let r = g
-            .segment_reducer_with::<f32, _>(Max, SegmentConfig::default().schedule(schedule))
-            .unwrap();
-        let mut out = upload(g, &vec![poison::<f32>(); lengths.len()]);
-        r.reduce_segments_into(&xd, &od, &mut out).unwrap();
-        compare(
-            &format!("200 000 segments, {schedule:?}"),
-            &download(&out),
-            &want,
-        );
+    fn check<O: Operator<f32, Out = f32>>(
+        op: O,
+        xd: &CudaSlice<f32>,
+        od: &CudaSlice<u64>,
+        want: &[Option<f32>],
+    ) {
+        for schedule in SCHEDULES {
+            let r = gpu()
+                .segment_reducer_with::<f32, _>(op, SegmentConfig::default().schedule(schedule))
+                .unwrap();
+            let mut out = upload(gpu(), &vec![poison::<f32>(); want.len()]);
+            r.reduce_segments_into(xd, od, &mut out).unwrap();
+            compare(
+                &format!("200 000 segments, {}, {schedule:?}", O::NAME),
+                &download(&out),
+                want,
+            );
+        }
     }
+    check(Max, &xd, &od, &expected(&x, &off, Max));
+    check(Sum, &xd, &od, &expected(&x, &off, Sum));
 }
 
 #[test]

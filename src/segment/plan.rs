@@ -291,15 +291,20 @@ const GRID_WAVES: u64 = 4;
 /// 0.417 / 0.468. Eight gains the short segments 2-4% and keeps the ragged ones; sixteen
 /// gains the short ones more and loses the ragged ones 2-4%.
 const THREAD_GRID_WAVES: u64 = 8;
-/// The same for a block per segment: enough that a block takes one segment (or one chunk of
-/// a split row) up to about 16 000 blocks on an H100 (2^14 rows or more). Measured there, one
-/// call, against four waves: rows of 2^14 summed at 2891 GB/s (2703 and 2851 with four
-/// waves), max 3071 (3009, 3027), 16 rows of 2^24 split 2797 (2732, 2702): with four
-/// waves a block takes three or four rows and the last wave runs part-empty, where the
-/// device's block scheduler balances a block per row. The thread schedule lost with as
-/// many blocks (ragged power-law sums 518 -> 449 GB/s), so it keeps fewer
-/// ([`THREAD_GRID_WAVES`]).
-const BLOCK_GRID_WAVES: u64 = 64;
+/// The same for a block per segment: a block takes one segment (or one chunk of a split row)
+/// up to about 16 000 blocks on an H100 (2^14 rows), and from there a few in turn, so that
+/// a block's next segment is loaded while it joins the one before (cf::pipelined_trees) and
+/// its bounds by offsets are asked for a segment ahead (cf::prefetch_bounds): a block that
+/// took one segment waited on its offsets before its first load. Measured on an H100, f32,
+/// 2^28 elements, ms, one call, two rounds, waves 64 / 16 / 8 / 4 (BENCHMARKS.md, "Segments,
+/// twenty-eighth step"): 2^16 segments of 4096 by offsets, sum 0.415-0.416 / 0.351-0.355 /
+/// 0.352 / 0.363-0.364; 2^15 of 8192, sum 0.362 / 0.347-0.352 / 0.349-0.351 /
+/// 0.357-0.362; rows of 4096 and of 2^14 the same within the rounds' spread but for four
+/// waves (rows of 2^14, sum 0.356-0.360 / 0.355 / 0.356 / 0.360-0.361). Four waves lost
+/// before too (rows of 2^14 summed at 2703 and 2851 GB/s against 2891 with a block a row):
+/// the last wave runs part-empty. The thread schedule loses with as many blocks (ragged
+/// power-law sums 518 -> 449 GB/s at 64 waves), so it keeps fewer ([`THREAD_GRID_WAVES`]).
+const BLOCK_GRID_WAVES: u64 = 16;
 
 /// A launch of the segmented reduction.
 ///
@@ -533,12 +538,12 @@ mod tests {
             plan(16, 1 << 28, false, 256, &H100).schedule,
             Schedule::Block
         );
-        // A block per segment takes one segment up to 64 waves of resident blocks; threads
+        // A block per segment takes one segment up to 16 waves of resident blocks; threads
         // per segment stay within eight, warps within four.
         assert_eq!(plan(1 << 14, 1 << 28, true, 256, &H100).grid, 1 << 14);
         assert_eq!(
             with_schedule(Schedule::Block, 1 << 30, 256, &H100).grid,
-            64 * 132 * 8
+            16 * 132 * 8
         );
         assert_eq!(
             with_schedule(Schedule::Warp, 1 << 30, 256, &H100).grid,
@@ -558,7 +563,7 @@ mod tests {
                 let p = plan(segments, total, rows, 256, &H100);
                 if p.schedule != Schedule::Split {
                     let waves = match p.schedule {
-                        Schedule::Block => 64,
+                        Schedule::Block => 16,
                         Schedule::Thread => 8,
                         _ => 4,
                     };
