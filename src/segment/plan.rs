@@ -300,7 +300,8 @@ const THREAD_GRID_WAVES: u64 = 8;
 /// twenty-eighth step"): 2^16 segments of 4096 by offsets, sum 0.415-0.416 / 0.351-0.355 /
 /// 0.352 / 0.363-0.364; 2^15 of 8192, sum 0.362 / 0.347-0.352 / 0.349-0.351 /
 /// 0.357-0.362; rows of 4096 and of 2^14 the same within the rounds' spread but for four
-/// waves (rows of 2^14, sum 0.356-0.360 / 0.355 / 0.356 / 0.360-0.361). Four waves lost
+/// waves (rows of 2^14, sum 0.356-0.360 / 0.355 / 0.356 / 0.360-0.361; a later call, three
+/// rounds, put rows of 4096 0.8% slower at 16 than at 64). Four waves lost
 /// before too (rows of 2^14 summed at 2703 and 2851 GB/s against 2891 with a block a row):
 /// the last wave runs part-empty. The thread schedule loses with as many blocks (ragged
 /// power-law sums 518 -> 449 GB/s at 64 waves), so it keeps fewer ([`THREAD_GRID_WAVES`]).
