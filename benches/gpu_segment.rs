@@ -115,6 +115,29 @@ fn segment_config() -> cufold::segment::SegmentConfig {
         .thread_block(thread_block)
 }
 
+/// The bench's Sum scanner: `segment_config()` with the device-wide scan's `--scan-block`
+/// (rows of 2048 or more take its tiles), for `cumsum` and `cumsum_by_key`.
+fn sum_scanner(gpu: &Gpu) -> Res<cufold::segment::SegmentScanner<f32, Sum>> {
+    let scan = cufold::scan::ScanConfig::default().block(*SCAN_BLOCK.get().expect("set"));
+    Ok(gpu.segment_scanner_with::<f32, _>(Sum, segment_config().scan(scan))?)
+}
+
+/// The first position where a scan's GPU output differs in its bits from the CPU's,
+/// reported on stderr as `op`'s mismatch on `shape_name`.
+fn first_mismatch(op: &str, shape_name: &str, got: &[f32], want: &[f32]) -> Option<usize> {
+    let bad = got
+        .iter()
+        .zip(want)
+        .position(|(g, w)| g.to_bits() != w.to_bits());
+    if let Some(i) = bad {
+        eprintln!(
+            "MISMATCH {op} {shape_name} position {i}: GPU {}, CPU {}",
+            got[i], want[i]
+        );
+    }
+    bad
+}
+
 /// A shape: rows of a packed matrix, or CSR offsets.
 enum Shape {
     Rows(Rows),
@@ -283,11 +306,7 @@ fn run_cumsum(
     rows_out: &mut Vec<serde_json::Value>,
 ) -> Res<bool> {
     let stream = gpu.stream();
-    let s = gpu.segment_scanner_with::<f32, _>(
-        Sum,
-        segment_config()
-            .scan(cufold::scan::ScanConfig::default().block(*SCAN_BLOCK.get().expect("set"))),
-    )?;
+    let s = sum_scanner(gpu)?;
     let total: usize = segments_of(shape).iter().map(|p| p.1).sum();
     let (segments, extra, mut y) = match shape {
         Shape::Rows(r) => (r.rows, 0, stream.alloc_zeros::<f32>(r.rows * r.cols)?),
@@ -316,16 +335,7 @@ fn run_cumsum(
             w
         }
     };
-    let bad = got
-        .iter()
-        .zip(&want)
-        .position(|(g, w)| g.to_bits() != w.to_bits());
-    if let Some(i) = bad {
-        eprintln!(
-            "MISMATCH cumsum {shape_name} position {i}: GPU {}, CPU {}",
-            got[i], want[i]
-        );
-    }
+    let bad = first_mismatch("cumsum", shape_name, &got, &want);
     let ms = median_ms(stream, reps, || launch(&mut y))?;
     let bytes = total * 8 + extra;
     let gbs = bytes as f64 / (ms * 1e-3) / 1e9;
@@ -376,26 +386,13 @@ fn run_cumsum_by_key(
     let n = keys.len();
     let (kd, xd) = (stream.clone_htod(&keys)?, stream.clone_htod(values)?);
     let mut y = stream.alloc_zeros::<f32>(n)?;
-    let s = gpu.segment_scanner_with::<f32, _>(
-        Sum,
-        segment_config()
-            .scan(cufold::scan::ScanConfig::default().block(*SCAN_BLOCK.get().expect("set"))),
-    )?;
+    let s = sum_scanner(gpu)?;
     let launch = |y: &mut CudaSlice<f32>| s.scan_by_key_into(&kd, &xd, y, ScanKind::Inclusive);
     launch(&mut y)?;
     let got = stream.clone_dtoh(&y)?;
     let mut want = vec![0.0f32; n];
     Cpu::new().scan_by_key_into(&keys, values, &mut want, Sum, ScanKind::Inclusive)?;
-    let bad = got
-        .iter()
-        .zip(&want)
-        .position(|(g, w)| g.to_bits() != w.to_bits());
-    if let Some(i) = bad {
-        eprintln!(
-            "MISMATCH cumsum_by_key {shape_name} position {i}: GPU {}, CPU {}",
-            got[i], want[i]
-        );
-    }
+    let bad = first_mismatch("cumsum_by_key", shape_name, &got, &want);
     let ms = median_ms(stream, reps, || launch(&mut y))?;
     let runs = segments_of(shape).len();
     let bytes = n * 12;
