@@ -12,6 +12,8 @@
 #include <cub/device/device_reduce.cuh>
 #include <cuda/std/functional>
 
+#include "cub_shapes.cuh"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -19,52 +21,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#define CHECK(x)                                                                        \
-    do {                                                                                \
-        cudaError_t e = (x);                                                            \
-        if (e != cudaSuccess) {                                                         \
-            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
-
-struct SplitMix {
-    uint64_t state = 0x5eed;
-    uint64_t next() {
-        state += 0x9e3779b97f4a7c15ull;
-        uint64_t z = state;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-};
-
-static std::vector<uint64_t> lengths_of(const std::string& name) {
-    SplitMix r;
-    std::vector<uint64_t> l;
-    const auto rows = [&](uint64_t count, uint64_t len) { l.assign(count, len); };
-    if (name == "short") {
-        for (int i = 0; i < (1 << 24); ++i) l.push_back(4 + r.next() % 29);
-    } else if (name == "powerlaw") {
-        uint64_t total = 0;
-        while (total < (1ull << 26)) {
-            const double u = ((double)(r.next() >> 11) + 0.5) / (double)(1ull << 53);
-            const uint64_t x = std::clamp<uint64_t>((uint64_t)std::floor(std::pow(u, -1.0 / 1.2)), 1, 1ull << 22);
-            l.push_back(x);
-            total += x;
-        }
-    } else if (name == "square") rows(1 << 14, 1 << 14);
-    else if (name == "long") rows(16, 1 << 24);
-    else if (name == "mid") rows(1 << 18, 1 << 10);
-    else if (name == "wide") rows(1 << 15, 1 << 13);
-    else if (name == "narrow") rows(1 << 21, 1 << 7);
-    else {
-        std::fprintf(stderr, "unknown shape %s\n", name.c_str());
-        std::exit(2);
-    }
-    return l;
-}
 
 int main(int argc, char** argv) {
     const std::string shapes = argc > 1 ? argv[1] : "short,powerlaw,narrow,mid,wide,square,long";

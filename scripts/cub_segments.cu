@@ -15,6 +15,8 @@
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
 
+#include "cub_shapes.cuh"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -23,54 +25,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#define CHECK(x)                                                                            \
-    do {                                                                                    \
-        cudaError_t e = (x);                                                                \
-        if (e != cudaSuccess) {                                                             \
-            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-            std::exit(1);                                                                   \
-        }                                                                                   \
-    } while (0)
-
-struct SplitMix {
-    uint64_t state = 0x5eed;
-    uint64_t next() {
-        state += 0x9e3779b97f4a7c15ull;
-        uint64_t z = state;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-};
-
-static std::vector<uint64_t> lengths_of(const std::string& name) {
-    SplitMix r;
-    std::vector<uint64_t> l;
-    if (name == "short") {
-        for (int i = 0; i < (1 << 24); ++i) l.push_back(4 + r.next() % 29);
-    } else if (name == "powerlaw") {
-        uint64_t total = 0;
-        while (total < (1ull << 26)) {
-            const double u = ((double)(r.next() >> 11) + 0.5) / (double)(1ull << 53);
-            const uint64_t x = std::clamp<uint64_t>((uint64_t)std::floor(std::pow(u, -1.0 / 1.2)), 1, 1ull << 22);
-            l.push_back(x);
-            total += x;
-        }
-    } else if (name == "long_offsets") l.assign(16, 1ull << 24);
-    else if (name == "few_offsets") l.assign(512, 1ull << 19);
-    else if (name == "offsets_128") l.assign(1 << 21, 1ull << 7);
-    else if (name == "offsets_1k") l.assign(1 << 18, 1ull << 10);
-    else if (name == "offsets_4k") l.assign(1 << 16, 1ull << 12);
-    else if (name == "offsets_8k") l.assign(1 << 15, 1ull << 13);
-    else if (name == "offsets_16k") l.assign(1 << 14, 1ull << 14);
-    else if (name == "offsets_64k") l.assign(1 << 12, 1ull << 16);
-    else {
-        std::fprintf(stderr, "unknown shape %s\n", name.c_str());
-        std::exit(2);
-    }
-    return l;
-}
 
 static double median_ms(int reps, const std::function<cudaError_t()>& call) {
     for (int i = 0; i < 3; ++i) CHECK(call());
