@@ -86,6 +86,40 @@ fn compare<X: std::fmt::Debug + DeviceValue>(what: &str, got: &[X], want: &[Opti
     }
 }
 
+/// The segments at `od` of `xd` reduced by a reducer of `config` into outputs of poison,
+/// against `want`; `what` names the case in a failure.
+fn reduce_and_compare<T: DeviceValue, O: Operator<T>>(
+    op: O,
+    config: SegmentConfig,
+    xd: &CudaSlice<T>,
+    od: &CudaSlice<u64>,
+    want: &[Option<O::Out>],
+    what: &str,
+) {
+    let r = gpu().segment_reducer_with::<T, O>(op, config).unwrap();
+    let mut out = upload(gpu(), &vec![poison::<O::Out>(); want.len()]);
+    r.reduce_segments_into(xd, od, &mut out).unwrap();
+    compare(what, &download(&out), want);
+}
+
+/// The segments at `od` of `xd` scanned (`kind`) by a scanner of `config` into an output of
+/// poison as long as `want` (`xd`'s length), against `want`; `what` names the case.
+#[allow(clippy::too_many_arguments)]
+fn scan_and_compare<T: DeviceValue, O: Operator<T>>(
+    op: O,
+    config: SegmentConfig,
+    xd: &CudaSlice<T>,
+    od: &CudaSlice<u64>,
+    kind: ScanKind,
+    want: &[Option<O::Out>],
+    what: &str,
+) {
+    let sc = gpu().segment_scanner_with::<T, O>(op, config).unwrap();
+    let mut y = upload(gpu(), &vec![poison::<O::Out>(); want.len()]);
+    sc.scan_segments_into(xd, od, &mut y, kind).unwrap();
+    compare(what, &download(&y), want);
+}
+
 /// The segments at `od` of `xd` reduced on every schedule, each against `want`; `label`
 /// names the case in a failure.
 fn compare_on_every_schedule<T: DeviceValue, O: Operator<T>>(
@@ -95,15 +129,10 @@ fn compare_on_every_schedule<T: DeviceValue, O: Operator<T>>(
     want: &[Option<O::Out>],
     label: &str,
 ) {
-    let g = gpu();
     for schedule in SCHEDULES {
-        let r = g
-            .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
-            .unwrap();
-        let mut out = upload(g, &vec![poison::<O::Out>(); want.len()]);
-        r.reduce_segments_into(xd, od, &mut out).unwrap();
         let what = format!("{} over {}, {label}, {schedule:?}", O::NAME, T::cuda_name());
-        compare(&what, &download(&out), want);
+        let config = SegmentConfig::default().schedule(schedule);
+        reduce_and_compare(op, config, xd, od, want, &what);
     }
 }
 
@@ -297,15 +326,12 @@ fn thread_schedule_blocks_have_the_cpu_bits() {
             let config = SegmentConfig::default()
                 .schedule(Some(Schedule::Thread))
                 .thread_block(block);
-            let r = gpu().segment_reducer_with::<T, O>(op, config).unwrap();
-            let mut out = upload(gpu(), &vec![poison::<O::Out>(); want.len()]);
-            r.reduce_segments_into(&xd, &od, &mut out).unwrap();
             let what = format!(
                 "{} over {}, thread blocks of {block}",
                 O::NAME,
                 T::cuda_name()
             );
-            compare(&what, &download(&out), &want);
+            reduce_and_compare(op, config, &xd, &od, &want, &what);
         }
     }
     one::<f32, _>(Sum, &off, s);
@@ -320,15 +346,12 @@ fn thread_schedule_blocks_have_the_cpu_bits() {
                 let config = SegmentConfig::default()
                     .schedule(Some(Schedule::Thread))
                     .thread_block(block);
-                let sc = gpu().segment_scanner_with::<T, O>(op, config).unwrap();
-                let mut y = upload(gpu(), &vec![poison::<O::Out>(); x.len()]);
-                sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
                 let what = format!(
                     "{} {kind:?} over {}, thread blocks of {block}",
                     O::NAME,
                     T::cuda_name()
                 );
-                compare(&what, &download(&y), &want);
+                scan_and_compare(op, config, &xd, &od, kind, &want, &what);
             }
         }
     }
@@ -384,27 +407,8 @@ fn many_segments_outnumber_the_grid() {
     let off = csr_offsets(0, &lengths);
     let x: Vec<f32> = data(*off.last().unwrap() as usize, s);
     let (xd, od) = (upload(g, &x), upload(g, &off));
-    fn check<O: Operator<f32, Out = f32>>(
-        op: O,
-        xd: &CudaSlice<f32>,
-        od: &CudaSlice<u64>,
-        want: &[Option<f32>],
-    ) {
-        for schedule in SCHEDULES {
-            let r = gpu()
-                .segment_reducer_with::<f32, _>(op, SegmentConfig::default().schedule(schedule))
-                .unwrap();
-            let mut out = upload(gpu(), &vec![poison::<f32>(); want.len()]);
-            r.reduce_segments_into(xd, od, &mut out).unwrap();
-            compare(
-                &format!("200 000 segments, {}, {schedule:?}", O::NAME),
-                &download(&out),
-                want,
-            );
-        }
-    }
-    check(Max, &xd, &od, &expected(&x, &off, Max));
-    check(Sum, &xd, &od, &expected(&x, &off, Sum));
+    compare_on_every_schedule(Max, &xd, &od, &expected(&x, &off, Max), "200 000 segments");
+    compare_on_every_schedule(Sum, &xd, &od, &expected(&x, &off, Sum), "200 000 segments");
 }
 
 #[test]
@@ -509,17 +513,13 @@ fn check_scan<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
             Some(Schedule::Warp),
             Some(Schedule::Block),
         ] {
-            let sc = g
-                .segment_scanner_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
-                .unwrap();
-            let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
-            sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
             let what = format!(
                 "{} {kind:?} over {}, offsets, {schedule:?}",
                 O::NAME,
                 T::cuda_name()
             );
-            compare(&what, &download(&y), &want);
+            let config = SegmentConfig::default().schedule(schedule);
+            scan_and_compare(op, config, &xd, &od, kind, &want, &what);
         }
         for (first, rows) in [
             (5, Rows::new(6, 4097).stride(4099)),
@@ -593,17 +593,13 @@ fn check_scan_offsets<T: Gen + DeviceValue, O: Operator<T>>(
     for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
         let want = expected_scan(&Cpu::new(), x, off, op, kind);
         for schedule in [None, Some(Schedule::Thread)] {
-            let sc = g
-                .segment_scanner_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
-                .unwrap();
-            let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
-            sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
             let what = format!(
                 "{} {kind:?} over {}, {label}, {schedule:?}",
                 O::NAME,
                 T::cuda_name()
             );
-            compare(&what, &download(&y), &want);
+            let config = SegmentConfig::default().schedule(schedule);
+            scan_and_compare(op, config, &xd, &od, kind, &want, &what);
         }
     }
 }
