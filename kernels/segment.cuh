@@ -881,6 +881,116 @@ __device__ __forceinline__ void flush_step_queues(const Op& op, const typename O
     group_flush<8, 8, ORDER_FREE>(op, x, queues.eights, counts.eights, out);
     if constexpr (MID_GROUPS) group_flush<16, 8, ORDER_FREE>(op, x, queues.mids, counts.mids, out);
 }
+
+// What the look-back of the one passes by key carries over runs of keys: heads counted, and
+// one past the position of the last of them (0 for none).
+struct RunMark {
+    u64 count, end;
+};
+struct RunMarkOp {
+    typedef RunMark Acc;
+    __device__ __forceinline__ RunMark identity() const { return RunMark{0, 0}; }
+    __device__ __forceinline__ RunMark combine(const RunMark& a, const RunMark& b) const {
+        return RunMark{a.count + b.count, b.end ? b.end : a.end};
+    }
+};
+
+// A block's tile of the one passes by key (cf_reduce_by_key here, cf_scan_by_key in
+// kernels/segment_scan.cuh): WARPS spans of 32 * ITEMS keys, a warp each, tiles in ticket
+// order (cf::take_ticket), and each warp's runs that end in its span, in order.
+//
+//   heads      each warp finds its span's run heads (cf::KeySpan, a bit a key);
+//   look-back  one warp publishes the tile's (heads, one past its last head) and folds
+//              those of the tiles before it (cf::chained_look_back over cf::RunMarks:
+//              integers, so any grouping gives the same numbers): the runs before the tile
+//              and where the last of them starts;
+//   bounds     the warp's runs are the run open at the span's start (if a head ends it),
+//              the runs between its heads, and, in the last span, the last run: run r0 + j
+//              is bound(j) .. bound(j + 1), for j + 1 < bounds.
+//
+// The values of a span with a head are asked of the L1 while the look-back runs (a line a
+// lane; a span inside a long run leaves its values to whoever takes that run).
+template <class W, int ITEMS, int WARPS> struct KeyTile {
+    typedef KeySpan<W, ITEMS> span_t;
+    static constexpr int SPAN = span_t::SPAN;
+    static_assert(SPAN < 65536, "n's place after a span's heads fits 16 bits");
+    // The block's shared part, besides its lists of heads (WARPS lists of SPAN + 1 places:
+    // a warp's heads, then n's place).
+    struct Shared {
+        RunMark marks[WARPS];
+        RunMark tile_prefix;
+    };
+    u64 base = 0;            // the warp's span's first position
+    unsigned short* list;    // the warp's heads, as places in its span
+    RunMark before;          // runs before the span, one past where the last starts (0: none)
+    bool open = false;       // a run open at the span's start
+    bool last_span = false;  // the span holds n's place
+    unsigned k = 0;          // heads in the span
+    unsigned bounds = 0;     // the bounds of the warp's runs (bound)
+    u64 r0 = 0;              // the index of the warp's first run
+
+    // Every thread of the block calls it once; false (in a whole warp) for a span past n,
+    // after the block's last barrier.
+    template <class V>
+    __device__ __forceinline__ bool take(Shared& sh, unsigned short* places, const W* __restrict__ keys,
+                                         const V* x, u64 n, u64 tiles, unsigned long long* ticket,
+                                         unsigned long long* agg_slots, unsigned long long* incl_slots) {
+        const RunMarkOp marker;
+        const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
+        u64 t = 0;
+        unsigned epoch = 1;
+        // A block's ticket is most often its own index: that tile's keys are asked of the L1
+        // before the ticket comes back.
+        const u64 guess = ((u64)blockIdx.x * WARPS + warp) * SPAN;
+        prefetch_lines<true>(keys, guess, guess + SPAN < n ? guess + SPAN : n);
+        if (tiles > 1) take_ticket(ticket, tiles, t, epoch);
+        base = (t * WARPS + warp) * SPAN;
+        const unsigned heads = span_t::heads(keys, n, base, span_t::aligned(keys));
+        k = __reduce_add_sync(~0u, (unsigned)__popc(heads));
+        {
+            const unsigned last = __reduce_max_sync(~0u, heads ? span_t::place(lane, 31 - __clz(heads)) + 1 : 0u);
+            if (lane == 0) sh.marks[warp] = RunMark{k, last ? base + last : 0};
+        }
+        if (k > 0) prefetch_lines<true>(x, base, base + SPAN < n ? base + SPAN : n);
+        __syncthreads();
+        if (tiles > 1 && warp == 0) {
+            RunMark tile = marker.identity();
+            for (int w = 0; w < WARPS; ++w) tile = marker.combine(tile, sh.marks[w]);
+            const NodeSlots<RunMark> aggs{agg_slots, epoch}, incls{incl_slots, epoch};
+            if (lane == 0) {
+                if (t == 0) incls.publish(0, tile);
+                else aggs.publish(t, tile);
+            }
+            const RunMark prefix = t > 0 ? chained_look_back(marker, aggs, incls, t, tile) : marker.identity();
+            if (lane == 0) sh.tile_prefix = prefix;
+        }
+        // Each warp's heads listed in order while warp 0 looks back (then warp 0's).
+        list = places + warp * (SPAN + 1);
+        span_t::list_heads(heads, list);
+        if (tiles > 1) __syncthreads();
+        if (base >= n) return false;
+        before = tiles > 1 ? sh.tile_prefix : marker.identity();
+        for (int w = 0; w < warp; ++w) before = marker.combine(before, sh.marks[w]);
+        // The span's bounds in order: the open run's start (if any), its heads, then n in the
+        // last span (its place after the heads in the list: n - base <= SPAN). One load and a
+        // select for each bound (bound): with a branch for n and one for the open run, a
+        // round's two bounds took some 50 instructions (ncu, H100).
+        open = before.end != 0;
+        last_span = n - base <= (u64)SPAN;
+        bounds = (open ? 1u : 0u) + k + (last_span ? 1u : 0u);
+        if (last_span && lane == 0) list[k] = (unsigned short)(n - base);
+        __syncwarp();
+        r0 = before.count - (open ? 1u : 0u);
+        return true;
+    }
+
+    // Bound i < bounds of the warp's runs.
+    __device__ __forceinline__ u64 bound(unsigned i) const {
+        const bool at_open = open && i == 0;
+        const u64 at = base + list[at_open ? 0u : i - (open ? 1u : 0u)];
+        return at_open ? before.end - 1 : at;
+    }
+};
 }  // namespace cf
 
 #ifdef CF_SEGMENT_KERNEL
@@ -1139,22 +1249,14 @@ cf_segment_combine(const cf_acc_t* __restrict__ partials, cf::u64 rows, cf::u64 
 #if CF_GROUP == 1 && defined(CF_KEY_WORD)
 // reduce_by_key in one pass over keys and values: the reduction's thread schedule, with
 // CF_KEY_WORD (the unsigned word of a key's width) and CF_KEY_ITEMS (keys a lane) defined.
-// A block is one tile of CF_BLOCK / 32 spans of 32 * CF_KEY_ITEMS keys, a warp each, tiles
-// in ticket order (cf::take_ticket):
-//
-//   heads      each warp finds its span's run heads (cf::KeySpan, a bit a key);
-//   look-back  one warp publishes the tile's (heads, one past its last head) and folds
-//              those of the tiles before it (cf::chained_look_back over cf::RunMarks:
-//              integers, so any grouping gives the same numbers): the runs before the tile
-//              and where the last of them starts;
-//   runs       each warp then takes the runs that end in its span, in order: the run open
-//              at the span's start (if a head ends it), the runs between its heads, and, in
-//              the last span, the last run: run r gets its key, its length (unless
-//              `lengths_out` is null) and its result, the canonical tree over its own
-//              positions (cf::thread_step, as for segments by offsets, with groups of
-//              sixteen lanes for runs of 65 to 128 positions where the operator is not
-//              order-free; a run over 2^CF_LONG_MIN_LOG goes to the long list when there is
-//              one), written only for r < cap. The last span writes the number of runs.
+// A block is one tile of CF_BLOCK / 32 spans of 32 * CF_KEY_ITEMS keys (cf::KeyTile: the
+// heads, the look-back over the runs before the tile, each warp's runs that end in its span).
+// Each warp then takes its runs in rounds of 32, in order: run r gets its key, its length
+// (unless `lengths_out` is null) and its result, the canonical tree over its own positions
+// (cf::thread_step, as for segments by offsets, with groups of sixteen lanes for runs of 65
+// to 128 positions where the operator is not order-free; a run over 2^CF_LONG_MIN_LOG goes
+// to the long list when there is one), written only for r < cap. The last span writes the
+// number of runs.
 //
 // The keys are read once (a run's key again, from cache), the values once for runs within
 // a span (a run that started in an earlier span reads that span's values again). H100,
@@ -1178,22 +1280,6 @@ cf_segment_combine(const cf_acc_t* __restrict__ partials, cf::u64 rows, cf::u64 
 // 0.800 -> 0.814 (H100, two rounds; BENCHMARKS.md, "Segments, twenty-second step"); not
 // kept, since power-law runs are where the pass trails CUB.
 typedef CF_KEY_WORD cf_key_t;
-typedef cf::KeySpan<cf_key_t, CF_KEY_ITEMS> cf_key_span_t;
-
-namespace cf {
-// What the look-back carries over runs of keys: heads counted, and one past the position of
-// the last of them (0 for none).
-struct RunMark {
-    u64 count, end;
-};
-struct RunMarkOp {
-    typedef RunMark Acc;
-    __device__ __forceinline__ RunMark identity() const { return RunMark{0, 0}; }
-    __device__ __forceinline__ RunMark combine(const RunMark& a, const RunMark& b) const {
-        return RunMark{a.count + b.count, b.end ? b.end : a.end};
-    }
-};
-}  // namespace cf
 
 // At most 64 registers a thread (1024 / CF_BLOCK blocks a multiprocessor at least): at 110,
 // two blocks of 256 a multiprocessor, 2^24 short runs took 2.37 ms on an H100, 1.75 at 64.
@@ -1206,76 +1292,24 @@ cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ 
                  cf::u64* __restrict__ lengths_out, cf::u64* __restrict__ runs_out, unsigned long long* ticket,
                  unsigned long long* agg_slots, unsigned long long* incl_slots, cf::u64* long_hdr,
                  const cf::OpBytes<CF_OP_BYTES> op_bytes) {
-    constexpr int WARPS = CF_BLOCK / 32;
-    constexpr int SPAN = cf_key_span_t::SPAN;
-    static_assert(SPAN < 65536, "n's place after a span's heads fits 16 bits");
-    __shared__ unsigned short places[WARPS][SPAN + 1];  // a warp's heads, then n's place
-    __shared__ cf::RunMark marks[WARPS];
-    __shared__ cf::RunMark tile_prefix;
+    typedef cf::KeyTile<cf_key_t, CF_KEY_ITEMS, CF_BLOCK / 32> key_tile_t;
+    __shared__ unsigned short places[CF_BLOCK / 32][key_tile_t::SPAN + 1];
+    __shared__ typename key_tile_t::Shared tile_shared;
     __shared__ cf_acc_t smem[2][1];  // unused by a one-warp group
     auto& queues = cf::warp_queues<CF_ORDER_FREE != 0, CF_ORDER_FREE == 0>();
     cf::StepCounts counts;
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
-    const cf::RunMarkOp marker;
-    const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
-    cf::u64 t = 0;
-    unsigned epoch = 1;
-    // A block's ticket is most often its own index: that tile's keys are asked of the L1
-    // before the ticket comes back.
-    const cf::u64 guess = ((cf::u64)blockIdx.x * WARPS + warp) * SPAN;
-    cf::prefetch_lines<true>(keys, guess, guess + SPAN < n ? guess + SPAN : n);
-    if (tiles > 1) cf::take_ticket(ticket, tiles, t, epoch);
-    const cf::u64 base = (t * WARPS + warp) * SPAN;
-    const unsigned heads = cf_key_span_t::heads(keys, n, base, cf_key_span_t::aligned(keys));
-    const unsigned k = __reduce_add_sync(~0u, (unsigned)__popc(heads));
-    {
-        const unsigned last =
-            __reduce_max_sync(~0u, heads ? cf_key_span_t::place(lane, 31 - __clz(heads)) + 1 : 0u);
-        if (lane == 0) marks[warp] = cf::RunMark{k, last ? base + last : 0};
-    }
-    // The values of a span with a run head, asked of the L1 while the look-back runs (a line
-    // a lane; a span inside a long run leaves its values to the long pass).
-    if (k > 0) cf::prefetch_lines<true>(x, base, base + SPAN < n ? base + SPAN : n);
-    __syncthreads();
-    if (tiles > 1 && warp == 0) {
-        cf::RunMark tile = marker.identity();
-        for (int w = 0; w < WARPS; ++w) tile = marker.combine(tile, marks[w]);
-        const cf::NodeSlots<cf::RunMark> aggs{agg_slots, epoch}, incls{incl_slots, epoch};
-        if (lane == 0) {
-            if (t == 0) incls.publish(0, tile);
-            else aggs.publish(t, tile);
-        }
-        const cf::RunMark prefix = t > 0 ? cf::chained_look_back(marker, aggs, incls, t, tile) : marker.identity();
-        if (lane == 0) tile_prefix = prefix;
-    }
-    // Each warp's heads listed in order while warp 0 looks back (then warp 0's).
-    unsigned short* list = places[warp];
-    cf_key_span_t::list_heads(heads, list);
-    if (tiles > 1) __syncthreads();
-    if (base >= n) return;
-    // Runs before this span, and one past where the last of them starts (0: none).
-    cf::RunMark before = tiles > 1 ? tile_prefix : marker.identity();
-    for (int w = 0; w < warp; ++w) before = marker.combine(before, marks[w]);
-    // The span's bounds in order: the open run's start (if any), its heads, then n in the
-    // last span (its place after the heads in the list: n - base <= SPAN); run r0 + j is
-    // bounds j .. j + 1. One load and a select for each bound: with a branch for n and one
-    // for the open run, a round's two bounds took some 50 instructions (ncu, H100).
-    const bool open = before.end != 0, last_span = n - base <= (cf::u64)SPAN;
-    const unsigned bounds = (open ? 1u : 0u) + k + (last_span ? 1u : 0u);
-    if (last_span && lane == 0) list[k] = (unsigned short)(n - base);
-    __syncwarp();
-    const auto bound = [&](unsigned i) -> cf::u64 {  // i < bounds
-        const bool at_open = open && i == 0;
-        const cf::u64 at = base + list[at_open ? 0u : i - (open ? 1u : 0u)];
-        return at_open ? before.end - 1 : at;
-    };
-    const cf::u64 r0 = before.count - (open ? 1u : 0u);
+    const int lane = (int)(threadIdx.x & 31);
+    key_tile_t tile;
+    if (!tile.take(tile_shared, &places[0][0], keys, x, n, tiles, ticket, agg_slots, incl_slots)) return;
+    const cf::u64 r0 = tile.r0;
+    const unsigned bounds = tile.bounds;
     for (unsigned first = 0; first + 1 < bounds; first += 32) {
         const unsigned j = first + lane;
         const bool have = j + 1 < bounds;
         // Lanes past the last run take the first one's bounds (bounds >= 2 here), unused.
         const unsigned b = have ? j : 0u;
-        const cf::u64 lo = bound(b), hi = bound(b + 1), r = r0 + j;
+        const cf::u64 lo = tile.bound(b), hi = tile.bound(b + 1), r = r0 + j;
         const bool valid = have && r < cap;
         // The run's key is loaded before its tree and stored after it, so that the load's
         // wait overlaps the tree (the empty asm keeps the compiler from moving the load down
@@ -1292,7 +1326,7 @@ cf_reduce_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ 
         }
     }
     cf::flush_step_queues(op, x, out, queues, counts);
-    if (last_span && lane == 0) *runs_out = before.count + k;
+    if (tile.last_span && lane == 0) *runs_out = tile.before.count + tile.k;
 }
 #endif
 #endif

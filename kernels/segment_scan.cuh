@@ -241,27 +241,92 @@ __device__ __forceinline__ bool cf_scan_bounds(cf::u64 s, cf::u64 n, const cf::u
     return cf_scan_place(s, n, offsets, cols, lo, hi, at);
 }
 
+// The scan's thread schedule's step, by every lane of a warp (cf_segment_scan's and
+// cf_scan_by_key's): lane l's segment, positions lo .. hi of x (`mine`: the lane holds one,
+// `valid`: it is to be scanned, into y from `at`), in `warp_stage` (the warp's
+// cf::SpanStage<CF_BLOCK>::BYTES of shared memory) where the warp's segments could be
+// staged. `s` names the segment in the long list (kernels/long_list.cuh), 0 for none.
+//
+// A segment of CF_SCAN_WARP_MIN or fewer positions is scanned by its lane
+// (cf::thread_scan); longer ones are then scanned by the whole warp, one after another
+// (cf::warp_scan_tile up to CF_THREAD_MAX positions, cf::warp_scan_segment beyond), as the
+// reduction's thread schedule does: the same outputs, without one lane walking a long
+// segment alone.
+//
+// A warp whose segments are short and adjacent stages their span in shared memory
+// (cf::stage_span) and, when outputs are as wide as inputs, scans each segment there in
+// place and stores the span back in coalesced stores. Adjacent segments have at == lo
+// (offsets and runs of keys; rows only when the stride is the row length).
+__device__ __forceinline__ void cf_scan_thread_step(const cf_op_t& op, const cf_in_t* __restrict__ x, cf::u64 n,
+                                                    bool mine, bool valid, cf::u64 s, cf::u64 lo, cf::u64 hi,
+                                                    cf::u64 at, cf_out_t* __restrict__ y, bool exclusive,
+                                                    cf::u64* long_hdr, uint4* warp_stage) {
+    constexpr int SPAN_BYTES = cf::SpanStage<CF_BLOCK>::BYTES;
+    constexpr bool IN_PLACE = sizeof(cf_out_t) == sizeof(cf_in_t);
+    cf_in_t* stage = reinterpret_cast<cf_in_t*>(warp_stage);
+    cf_out_t* ostage = reinterpret_cast<cf_out_t*>(warp_stage);
+    const bool longer = valid && hi - lo > CF_THREAD_MAX;
+    cf::u64 start = 0;
+    unsigned skew = 0, span = 0;
+    const bool staged = cf::stage_span<SPAN_BYTES / (int)sizeof(cf_in_t)>(x, mine, valid && !longer, lo, hi, stage,
+                                                                         start, skew, span);
+    // Segments over CF_SCAN_WARP_MIN go to the warp, one after another: where the warp's
+    // span could not be staged, a lane's stores to its own segment each touch their own
+    // sector, and the warp scans them with coalesced loads and stores; where it was
+    // staged, the warp scans them in the stage, so that no lane walks a segment of up to
+    // CF_THREAD_MAX alone while the others wait (ragged power-law lengths on an H100: 13.9
+    // threads of 32 an instruction, ncu).
+    const bool to_warp = valid && !longer && hi - lo > CF_SCAN_WARP_MIN;
+    if (valid && !longer && !to_warp) {
+        const cf_in_t* src = staged ? stage + skew + (lo - start) : x + lo;
+        cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (lo - start) : y + at;
+        cf::thread_scan<CF_SCAN_WARP_MIN>(op, src, (unsigned)(hi - lo), dst, exclusive);
+    }
+    // With a long list (ragged offsets), the longest go to the device-wide scan's tiles
+    // (kernels/scan.cuh, cf_scan_long): half a tile or more. (Segments of exactly half a
+    // tile stayed with the warps, one after another, before: 2^16 segments of 4096 f32
+    // by offsets, H100, ms, two rounds, 0.917 / 0.923 there, 0.861 / 0.861 on the long
+    // pass; BENCHMARKS.md, "Segments, twenty-seventh step".)
+    const bool listed = longer && long_hdr &&
+                        hi - lo >= (1ull << cf::scan_long_min_log(CF_LONG_TILE_LOG)) &&
+                        cf::scan_long_list(long_hdr, n, CF_LONG_TILE_LOG).add(s, lo, hi - lo, CF_LONG_TILE_LOG);
+    // The warp's segments, one after another: from the stage where it was staged (in
+    // place where outputs are as wide as inputs: each lane writes only the positions it
+    // has read), else from x to y. One call, so that its code (and registers) is there
+    // once: with a call for each, the compiler took 127 registers a thread and a
+    // quarter of the warps ran (ncu); capping it at 64 (four blocks of 256 a
+    // multiprocessor) cost 15% on short segments against this (H100, one call: 1998
+    // against 2342 GB/s), and a call for each under that cap measured the same as the
+    // cap alone.
+    for (unsigned mask = __ballot_sync(~0u, (longer && !listed) || to_warp); mask; mask &= mask - 1) {
+        const int j = __ffs(mask) - 1;
+        const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j), o = __shfl_sync(~0u, at, j);
+        const cf_in_t* src = staged ? stage + skew + (a - start) : x + a;
+        cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (a - start) : y + o;
+        if (b - a <= CF_THREAD_MAX)
+            cf::warp_scan_tile<CF_THREAD_MAX / 32>(op, src, (unsigned)(b - a), dst, exclusive);
+        else
+            cf::warp_scan_segment<CF_ITEMS, cf::PrefixStack<cf_acc_t>, false>(op, src, b - a, dst, exclusive,
+                                                                              staged);
+    }
+    if (staged) {
+        __syncwarp();
+        if (IN_PLACE) {
+            // Every position of the span belongs to one of the warp's segments.
+            cf::unstage_span(y, ostage, start, skew, span);
+            __syncwarp();
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, const cf::u64* __restrict__ offsets,
                 cf::u64 stride, cf::u64 cols, unsigned exclusive, cf_out_t* __restrict__ y, cf::u64* long_hdr,
                 const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 #if CF_GROUP == 1
-    // Lane l of a warp takes segment base + l; segments longer than CF_SCAN_WARP_MIN are
-    // then scanned by the whole warp, one after another (cf::warp_scan_tile up to
-    // CF_THREAD_MAX positions, cf::warp_scan_segment beyond), as the
-    // reduction's thread schedule does: the same outputs, without one lane walking a long
-    // segment alone.
-    //
-    // A warp whose segments are short and adjacent stages their span in shared memory
-    // (cf::stage_span) and, when outputs are as wide as inputs, scans each segment there in
-    // place and stores the span back in coalesced stores. Adjacent segments have at == lo
-    // (offsets; rows only when the stride is the row length).
-    constexpr int SPAN_BYTES = cf::SpanStage<CF_BLOCK>::BYTES;
-    constexpr bool IN_PLACE = sizeof(cf_out_t) == sizeof(cf_in_t);
-    __shared__ uint4 span_stage[CF_BLOCK / 32][SPAN_BYTES / 16];
-    cf_in_t* stage = reinterpret_cast<cf_in_t*>(span_stage[threadIdx.x >> 5]);
-    cf_out_t* ostage = reinterpret_cast<cf_out_t*>(span_stage[threadIdx.x >> 5]);
+    // Lane l of a warp takes segment base + l (cf_scan_thread_step).
+    __shared__ uint4 span_stage[CF_BLOCK / 32][cf::SpanStage<CF_BLOCK>::BYTES / 16];
     // Each step's bounds are loaded a step ahead, and its span is asked of the L1 at the end
     // of the step before (cf::thread_steps, as the reduction's thread schedule does): a
     // step waited on its offsets, then on its span. H100, f32 cumsum, ms, 2^24 segments of
@@ -273,58 +338,8 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
     cf::thread_steps<CF_BLOCK>(x, n, segments, offsets, stride, cols, [&](cf::u64 s, cf::u64 lo, cf::u64 hi) {
         cf::u64 at;
         const bool valid = cf_scan_place(s, n, offsets, cols, lo, hi, at) && s < segments;
-        const bool longer = valid && hi - lo > CF_THREAD_MAX;
-        cf::u64 start = 0;
-        unsigned skew = 0, span = 0;
-        const bool staged = cf::stage_span<SPAN_BYTES / (int)sizeof(cf_in_t)>(x, s < segments, valid && !longer, lo,
-                                                                             hi, stage, start, skew, span);
-        // Segments over CF_SCAN_WARP_MIN go to the warp, one after another: where the warp's
-        // span could not be staged, a lane's stores to its own segment each touch their own
-        // sector, and the warp scans them with coalesced loads and stores; where it was
-        // staged, the warp scans them in the stage, so that no lane walks a segment of up to
-        // CF_THREAD_MAX alone while the others wait (ragged power-law lengths on an H100: 13.9
-        // threads of 32 an instruction, ncu).
-        const bool to_warp = valid && !longer && hi - lo > CF_SCAN_WARP_MIN;
-        if (valid && !longer && !to_warp) {
-            const cf_in_t* src = staged ? stage + skew + (lo - start) : x + lo;
-            cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (lo - start) : y + at;
-            cf::thread_scan<CF_SCAN_WARP_MIN>(op, src, (unsigned)(hi - lo), dst, exclusive != 0);
-        }
-        // With a long list (ragged offsets), the longest go to the device-wide scan's tiles
-        // (kernels/scan.cuh, cf_scan_long): half a tile or more. (Segments of exactly half a
-        // tile stayed with the warps, one after another, before: 2^16 segments of 4096 f32
-        // by offsets, H100, ms, two rounds, 0.917 / 0.923 there, 0.861 / 0.861 on the long
-        // pass; BENCHMARKS.md, "Segments, twenty-seventh step".)
-        const bool listed = longer && long_hdr &&
-                            hi - lo >= (1ull << cf::scan_long_min_log(CF_LONG_TILE_LOG)) &&
-                            cf::scan_long_list(long_hdr, n, CF_LONG_TILE_LOG).add(s, lo, hi - lo, CF_LONG_TILE_LOG);
-        // The warp's segments, one after another: from the stage where it was staged (in
-        // place where outputs are as wide as inputs: each lane writes only the positions it
-        // has read), else from x to y. One call, so that its code (and registers) is there
-        // once: with a call for each, the compiler took 127 registers a thread and a
-        // quarter of the warps ran (ncu); capping it at 64 (four blocks of 256 a
-        // multiprocessor) cost 15% on short segments against this (H100, one call: 1998
-        // against 2342 GB/s), and a call for each under that cap measured the same as the
-        // cap alone.
-        for (unsigned mask = __ballot_sync(~0u, (longer && !listed) || to_warp); mask; mask &= mask - 1) {
-            const int j = __ffs(mask) - 1;
-            const cf::u64 a = __shfl_sync(~0u, lo, j), b = __shfl_sync(~0u, hi, j), o = __shfl_sync(~0u, at, j);
-            const cf_in_t* src = staged ? stage + skew + (a - start) : x + a;
-            cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (a - start) : y + o;
-            if (b - a <= CF_THREAD_MAX)
-                cf::warp_scan_tile<CF_THREAD_MAX / 32>(op, src, (unsigned)(b - a), dst, exclusive != 0);
-            else
-                cf::warp_scan_segment<CF_ITEMS, cf::PrefixStack<cf_acc_t>, false>(op, src, b - a, dst, exclusive != 0,
-                                                                                  staged);
-        }
-        if (staged) {
-            __syncwarp();
-            if (IN_PLACE) {
-                // Every position of the span belongs to one of the warp's segments.
-                cf::unstage_span(y, ostage, start, skew, span);
-                __syncwarp();
-            }
-        }
+        cf_scan_thread_step(op, x, n, s < segments, valid, s, lo, hi, at, y, exclusive != 0, long_hdr,
+                            span_stage[threadIdx.x >> 5]);
     });
 #elif CF_GROUP == 32
     // A warp per segment (planned for rows over CF_SCAN_WARP_MIN, whose lengths are all
@@ -388,4 +403,44 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
     }
 #endif
 }
+#if CF_GROUP == 1 && defined(CF_KEY_WORD)
+// scan_by_key in one pass over keys and values: the thread schedule's steps on runs of
+// equal keys, with CF_KEY_WORD (the unsigned word of a key's width) and CF_KEY_ITEMS (keys
+// a lane) defined. A block is one tile of CF_BLOCK / 32 spans of 32 * CF_KEY_ITEMS keys
+// (cf::KeyTile, as cf_reduce_by_key's: the heads, the look-back over the runs before the
+// tile, each warp's runs that end in its span). Each warp takes its runs 32 at a time
+// (cf_scan_thread_step, as for segments by offsets): a run is scanned from its own first
+// position wherever that lies, since its canonical grouping counts from there, so a run
+// that crosses spans or tiles is read and written whole by the warp where it ends or, half
+// a tile of the device-wide scan or longer, with a long list, by cf_scan_long. Every
+// position belongs to exactly one run, so each output is written once. The lists of heads
+// take the dynamic shared memory (src/segment/scan_gpu.rs, key_places_bytes), the warps'
+// stages the static.
+typedef CF_KEY_WORD cf_key_t;
+extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+cf_scan_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles,
+               unsigned exclusive, cf_out_t* __restrict__ y, unsigned long long* ticket,
+               unsigned long long* agg_slots, unsigned long long* incl_slots, cf::u64* long_hdr,
+               const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+    typedef cf::KeyTile<cf_key_t, CF_KEY_ITEMS, CF_BLOCK / 32> key_tile_t;
+    extern __shared__ uint4 cf_key_places[];
+    __shared__ typename key_tile_t::Shared tile_shared;
+    __shared__ uint4 span_stage[CF_BLOCK / 32][cf::SpanStage<CF_BLOCK>::BYTES / 16];
+    const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
+    key_tile_t tile;
+    if (!tile.take(tile_shared, reinterpret_cast<unsigned short*>(cf_key_places), keys, x, n, tiles, ticket,
+                   agg_slots, incl_slots))
+        return;
+    const unsigned lane = threadIdx.x & 31;
+    for (unsigned first = 0; first + 1 < tile.bounds; first += 32) {
+        const unsigned j = first + lane;
+        const bool have = j + 1 < tile.bounds;
+        // Lanes past the last run take the first one's bounds (bounds >= 2 here), unused.
+        const unsigned b = have ? j : 0u;
+        const cf::u64 lo = tile.bound(b), hi = tile.bound(b + 1);
+        cf_scan_thread_step(op, x, n, have, have, tile.r0 + j, lo, hi, lo, y, exclusive != 0, long_hdr,
+                            span_stage[threadIdx.x >> 5]);
+    }
+}
+#endif
 #endif

@@ -422,9 +422,18 @@ fn one_pass_by_key_has_the_cpu_bits_over_many_tiles_and_key_widths() {
         let by = reducer.reduce_by_key(&kd, &xd).unwrap();
         assert_eq!(download(&by.lengths), want.lengths, "{what}: lengths");
         assert!(same(&download(&by.values), &want.values), "{what}: values");
+        if O::SCANNABLE {
+            let scanner = g.segment_scanner::<T, O>(op).unwrap();
+            check_scan_into((&scanner, op), keys, &kd, &x, &xd, &what);
+        }
     }
     one::<u32, f32, _>(Sum, &keys_of(&lengths, |r| (r % 3) as u32), s);
     one::<u8, f64, _>(Sum, &keys_of(&lengths, |r| (r % 2) as u8), s);
+    one::<f16, i32, _>(
+        Sum,
+        &keys_of(&lengths, |r| f16::from_f64((r % 4) as f64)),
+        s,
+    );
     one::<u64, f32, _>(ArgMax, &keys_of(&lengths, |r| r as u64 * 77), s);
     one::<bf16, Affine<f32>, _>(
         Compose,
@@ -453,15 +462,70 @@ fn one_pass_by_key_has_the_cpu_bits_over_many_tiles_and_key_widths() {
             &format!("{what}, keys at an offset"),
         );
     }
+    // The scan by key's tiles: one warp, two, eight (the default), and 32 warps of spans of
+    // 512 keys, its lists of heads and the warps' stages past 48 KiB together.
+    for block in [32, 64, 256, 1024] {
+        let config = SegmentConfig::default().block(block);
+        let scanner = gpu().segment_scanner_with::<f32, _>(Sum, config).unwrap();
+        let what = format!("scan by key, blocks of {block}");
+        check_scan_into((&scanner, Sum), &keys, &kd, &x, &xd, &what);
+        check_scan_into(
+            (&scanner, Sum),
+            &keys,
+            &pd.slice(1..),
+            &x,
+            &xd,
+            &format!("{what}, keys at an offset"),
+        );
+    }
+}
+
+/// `scan_by_key_into` of `keys` (on the device: `kd`) and `x` (`xd`), inclusive and
+/// exclusive, into the middle of a poisoned buffer: the CPU's bits for every position, and
+/// nothing written around them.
+fn check_scan_into<K: Element, T: DeviceValue, O: Operator<T>>(
+    (scanner, op): (&cufold::segment::SegmentScanner<T, O>, O),
+    keys: &[K],
+    kd: &impl cudarc::driver::DevicePtr<K>,
+    x: &[T],
+    xd: &CudaSlice<T>,
+    what: &str,
+) {
+    let g = gpu();
+    let n = x.len();
+    let p = poison::<O::Out>();
+    for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
+        let mut want = vec![p; n];
+        Cpu::new()
+            .scan_by_key_into(keys, x, &mut want, op, kind)
+            .unwrap();
+        let mut y = upload(g, &vec![p; n + 6]);
+        scanner
+            .scan_by_key_into(kd, xd, &mut y.slice_mut(3..3 + n), kind)
+            .unwrap();
+        let y = download(&y);
+        assert!(
+            y[..3].iter().chain(&y[3 + n..]).all(|v| same(v, &p)),
+            "{what}, {kind:?}: written outside the outputs"
+        );
+        if let Some(i) = (0..n).find(|&i| !same(&y[3 + i], &want[i])) {
+            panic!(
+                "{what}, {kind:?}: at {i} of {n}: GPU {:?}, CPU {:?}",
+                y[3 + i],
+                want[i]
+            );
+        }
+    }
 }
 
 #[test]
 #[ignore = "needs a CUDA device"]
 fn few_long_runs_take_the_long_pass_with_the_same_bits() {
-    // Four runs of 2^20 on average, fewer than the multiprocessors: the planners give them
-    // the thread schedule, whose long pass cuts each into chunks across the device (the
-    // reduction's tree, the scan's tiles: the device-wide scan's own, or its large ones
-    // with `large_from` lowered to every input); the bits are those of the CPU's run alone.
+    // Four runs of 2^20 on average, fewer than the multiprocessors: the reduction's planner
+    // gives them the thread schedule, whose long pass cuts each into chunks across the
+    // device (the reduction's tree); the scan by key's one pass lists them for the
+    // device-wide scan's tiles (its own, or its large ones with `large_from` lowered to
+    // every input); the bits are those of the CPU's run alone.
     let g = gpu();
     let s = seed("few_long_runs_take_the_long_pass_with_the_same_bits");
     let lengths = [1 << 20, (1 << 20) + 3, 5, 1 << 21];
@@ -486,7 +550,6 @@ fn few_long_runs_take_the_long_pass_with_the_same_bits() {
             let config =
                 SegmentConfig::default().scan(ScanConfig::default().large_from(large_from));
             let scanner = g.segment_scanner_with::<T, O>(op, config).unwrap();
-            assert_eq!(scanner.plan(runs, n, false).schedule, Schedule::Thread);
             let mut y = upload(g, &vec![poison::<O::Out>(); x.len()]);
             scanner
                 .scan_by_key_into(&kd, &xd, &mut y, ScanKind::Inclusive)

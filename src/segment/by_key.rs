@@ -28,7 +28,7 @@ const RUN_MARK_BYTES: usize = 16;
 const RUN_WARPS: u64 = RUN_BLOCK as u64 / 32;
 
 /// The unsigned CUDA type as wide as a key of `bytes` bytes.
-fn key_word(bytes: usize) -> Result<&'static str> {
+pub(super) fn key_word(bytes: usize) -> Result<&'static str> {
     Ok(match bytes {
         1 => "unsigned char",
         2 => "unsigned short",
@@ -41,6 +41,27 @@ fn key_word(bytes: usize) -> Result<&'static str> {
             ))
         }
     })
+}
+
+/// The tiles of a one-pass kernel by key (kernels/segment.cuh, `cf::KeyTile`: a block a
+/// tile of a span of keys a warp, tiles in ticket order) over `n` keys in blocks of `block`
+/// threads, and the bytes of the look-back's slots they publish in (none for one tile).
+/// Errors where the tiles are more than one launch's grid takes; `what` names the call.
+pub(super) fn key_tiles(n: u64, block: u32, what: &str) -> Result<(u64, usize)> {
+    let tile = u64::from(block) * u64::from(by_key_items(block));
+    let tiles = n.div_ceil(tile);
+    if tiles > i32::MAX as u64 {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            format!("{what} of {n} keys needs more tiles than one launch takes"),
+        ));
+    }
+    let slot_bytes = if tiles > 1 {
+        look_back_bytes(tiles, RUN_MARK_BYTES)
+    } else {
+        0
+    };
+    Ok((tiles, slot_bytes))
 }
 
 /// The CUDA source of the run kernels for keys of `key_bytes` bytes (1, 2, 4 or 8): the
@@ -713,25 +734,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let bytes = std::mem::size_of::<K>();
         let f = self.by_key_kernel(bytes, key_word(bytes)?)?;
         let block = self.shape.block;
-        // A block per tile of a span a warp, tiles in ticket order (kernels/segment.cuh).
-        let tile = u64::from(block) * u64::from(by_key_items(block));
-        let tiles = n.div_ceil(tile);
-        let grid = u32::try_from(tiles)
-            .ok()
-            .filter(|&g| g <= i32::MAX as u32)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::TooLarge,
-                    format!(
-                        "a reduction by key of {n} keys needs more tiles than one launch takes"
-                    ),
-                )
-            })?;
-        let slot_bytes = if tiles > 1 {
-            look_back_bytes(tiles, RUN_MARK_BYTES)
-        } else {
-            0
-        };
+        let (tiles, slot_bytes) = key_tiles(n, block, "a reduction by key")?;
         let long = match n >= LONG_PASS_MIN_N {
             true => Some(self.long_pass()?),
             false => None,
@@ -762,7 +765,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
                 .arg(&hdr)
                 .arg(&*self.params);
             let cfg = LaunchConfig {
-                grid_dim: (grid, 1, 1),
+                grid_dim: (tiles as u32, 1, 1),
                 block_dim: (block, 1, 1),
                 shared_mem_bytes: step_queue_bytes(block),
             };
@@ -786,10 +789,13 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
 impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// Scans `values` into `y` (the same length), restarting at each run of equal
     /// consecutive `keys`: each run's outputs are those of the whole-array scan of that run
-    /// alone. Waits for the stream once (module [`segment`](crate::segment), "By key").
+    /// alone. One pass over keys and values (module [`segment`](crate::segment), "By key"),
+    /// enqueued on the stream without waiting for it.
     ///
     /// Errors, before any launch: keys, values and `y` of different lengths
-    /// ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)).
+    /// ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)), keys of a width
+    /// other than 1, 2, 4 or 8 bytes
+    /// ([`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)).
     ///
     /// ```no_run
     /// use cufold::{ops, ScanKind};
@@ -810,30 +816,18 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     ) -> Result<()> {
         check_keys(keys.len(), values.len())?;
         crate::ops::check::check_scan_lengths(values.len(), y.len())?;
+        let key_bytes = std::mem::size_of::<K>();
+        key_word(key_bytes)?;
         let n = keys.len() as u64;
-        let gpu = &self.gpu;
-        let kernels = self.runs.get(gpu, std::mem::size_of::<K>())?;
         if n == 0 {
             return Ok(());
         }
-        let stream = gpu.stream();
+        let stream = self.gpu.stream();
         let (keys_ptr, _g1) = keys.device_ptr(stream);
-        // SAFETY: `keys` holds n keys of K's width.
-        let (offsets, runs) = unsafe { kernels.offsets_counted(keys_ptr, n)? };
         let (x_ptr, _g2) = values.device_ptr(stream);
-        let (off_ptr, _g3) = offsets.device_ptr(stream);
-        let (y_ptr, _g4) = y.device_ptr_mut(stream);
-        // Few long runs take the thread schedule's long pass (plan_scan), each on the
-        // device-wide scan's tiles, in one launch with the others.
-        let plan = self.plan(runs, n, false);
-        // SAFETY: runs + 1 monotone offsets covering the n values; y is n long.
-        unsafe {
-            self.launch(
-                plan,
-                SegmentArgs::offsets(x_ptr, n, runs, off_ptr, y_ptr),
-                kind,
-            )
-        }
+        let (y_ptr, _g3) = y.device_ptr_mut(stream);
+        // SAFETY: n keys of K's width, n values, n outputs (checked above).
+        unsafe { self.launch_by_key(key_bytes, keys_ptr, x_ptr, n, y_ptr, kind) }
     }
 }
 

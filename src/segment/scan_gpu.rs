@@ -1,9 +1,9 @@
 //! The segmented scan on the GPU: a thread or a block per segment, or the whole-array
 //! scanner once per row, one launch per call, on the caller's stream.
 
-use super::by_key::RunCache;
+use super::by_key::{key_tiles, key_word};
 use super::gpu::{
-    clear_long_list, launch_segments, long_list_layout, SegmentArgs, LONG_PASS_MIN_N,
+    by_key_items, clear_long_list, launch_segments, long_list_layout, SegmentArgs, LONG_PASS_MIN_N,
 };
 use super::plan::{
     check_offsets_len, check_rows, on_thread_blocks, plan_scan, scan_warp_items, Schedule,
@@ -13,11 +13,12 @@ use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gpu::jit::embedded::defines;
-use crate::gpu::{check_block, get_or_try, jit, resident_grid, Gpu};
+use crate::gpu::scratch::Lease;
+use crate::gpu::{allow_dynamic_shared, check_block, get_or_try, jit, resident_grid, Gpu};
 use crate::ops::check::{check_scan_lengths, check_scannable};
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use crate::scan::{ScanAlgorithm, ScanConfig, ScanKind, ScanShape, Scanner, TypeSizes};
-use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaFunction, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use std::marker::PhantomData;
 use std::sync::OnceLock;
 
@@ -45,15 +46,51 @@ pub fn scan_kernel_source(
     jit::kernel_source(
         "segment_scan",
         op,
-        &[
-            ("CF_BLOCK", block.to_string()),
-            ("CF_GROUP", group.to_string()),
-            ("CF_ITEMS", items.to_string()),
-            ("CF_ALGO", ScanAlgorithm::Blelloch.cuda_id().to_string()),
-            ("CF_OP_BYTES", param_bytes.to_string()),
-            ("CF_LONG_TILE_LOG", long_tile.ilog2().to_string()),
-        ],
+        &scan_defines(param_bytes, block, items, group, long_tile),
     )
+}
+
+/// The defines of [`scan_kernel_source`].
+fn scan_defines(
+    param_bytes: usize,
+    block: u32,
+    items: u32,
+    group: u32,
+    long_tile: u64,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("CF_BLOCK", block.to_string()),
+        ("CF_GROUP", group.to_string()),
+        ("CF_ITEMS", items.to_string()),
+        ("CF_ALGO", ScanAlgorithm::Blelloch.cuda_id().to_string()),
+        ("CF_OP_BYTES", param_bytes.to_string()),
+        ("CF_LONG_TILE_LOG", long_tile.ilog2().to_string()),
+    ]
+}
+
+/// The source of the one-pass scan by key (kernels/segment_scan.cuh, `cf_scan_by_key`): the
+/// thread schedule's ([`scan_kernel_source`] with a thread per segment) for keys whose
+/// unsigned word is `key_word`.
+fn scan_by_key_source(
+    op: &CudaOp,
+    param_bytes: usize,
+    block: u32,
+    items: u32,
+    long_tile: u64,
+    key_word: &str,
+) -> String {
+    let mut defines = scan_defines(param_bytes, block, items, 1, long_tile);
+    defines.push(("CF_KEY_WORD", key_word.to_string()));
+    defines.push(("CF_KEY_ITEMS", by_key_items(block).to_string()));
+    jit::kernel_source("segment_scan", op, &defines)
+}
+
+/// The dynamic shared memory of the one-pass scan by key in blocks of `block` threads: each
+/// warp's list of its span's heads and n's place (`cf::KeyTile`, u16 places), in 16-byte
+/// words. (Its span stage takes the static shared memory.)
+fn key_places_bytes(block: u32) -> u32 {
+    let per_warp = 32 * by_key_items(block) + 1;
+    (block / 32 * per_warp * 2).next_multiple_of(16)
 }
 
 /// Compiles the segmented scan kernel (see [`scan_kernel_source`]) for `arch` and returns
@@ -170,7 +207,9 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     long_fns: [OnceLock<(CudaFunction, u64)>; 2],
     rows_fns: [OnceLock<CudaFunction>; ROWS_SHAPES],
     whole: OnceLock<Scanner<T, O>>,
-    pub(super) runs: RunCache,
+    /// The one-pass scan by key's kernels, by log2 of the key's bytes, then listing runs
+    /// for the long pass on the own tiles or on the large ones (as `thread_fns`).
+    by_key_fns: [[OnceLock<CudaFunction>; 2]; 4],
     _input: PhantomData<fn(T)>,
 }
 
@@ -251,7 +290,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             long_fns: Default::default(),
             rows_fns: Default::default(),
             whole: OnceLock::new(),
-            runs: RunCache::default(),
+            by_key_fns: Default::default(),
             _input: PhantomData,
         })
     }
@@ -616,26 +655,63 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 )
             }
         };
-        let Some((which, long_shape)) = long else {
-            return segments(0);
-        };
-        let (long_fn, resident) = get_or_try(&self.long_fns[which], || {
+        match long {
+            // SAFETY: the caller's x and y; the kernel lists its long segments at `hdr`.
+            Some(l) => unsafe {
+                self.with_long_pass(
+                    l,
+                    (args.x_ptr, args.out_ptr, args.n),
+                    exclusive,
+                    0,
+                    |_, hdr| segments(hdr),
+                )
+            },
+            None => segments(0),
+        }
+    }
+
+    /// The long pass's kernel on `long_shape`'s tiles (`which`: its cell in `long_fns`) and
+    /// the blocks of it the device holds at once; compiled (or loaded) on first use.
+    fn long_kernel(&self, which: usize, long_shape: &ScanShape) -> Result<&(CudaFunction, u64)> {
+        get_or_try(&self.long_fns[which], || {
             let f = crate::scan::long_kernel(
                 &self.gpu,
                 "cf_scan_long",
                 &self.op.cuda(),
                 self.param_bytes,
                 TypeSizes::of::<T, O>(),
-                &long_shape,
+                long_shape,
             )?;
             let dynamic = long_shape.dynamic_bytes(TypeSizes::of::<T, O>());
             let sm_count = self.gpu.props().sm_count;
             let grid = resident_grid(&f, long_shape.block, dynamic, sm_count, "long-pass scan")?;
             Ok((f, grid))
-        })?;
-        let tile_log = long_tile.ilog2();
+        })
+    }
+
+    /// Enqueues `fill`, a launch that lists the long segments of `x` (`n` values, scanned
+    /// into `y`) at the long list it is given, with `fill_slots` bytes of the scratch
+    /// memory's slots for its own look-back, then the long pass that scans each listed
+    /// segment with the device-wide scan's tiles and look-back on `long_shape`'s tiles
+    /// (kernels/scan.cuh, `cf_scan_long`): both under one lease, one after the other on the
+    /// stream, each taking tickets from the lease's word in turn.
+    ///
+    /// # Safety
+    ///
+    /// `x` holds `n` values and `y` room for `n` outputs; `fill` lists only segments within
+    /// them, laid out for `n` and `long_shape`'s tile (`long_list_layout`, `cf::scan_long_list`).
+    unsafe fn with_long_pass(
+        &self,
+        (which, long_shape): (usize, ScanShape),
+        (x_ptr, y_ptr, n): (u64, u64, u64),
+        exclusive: u32,
+        fill_slots: usize,
+        fill: impl FnOnce(&Lease, u64) -> Result<()>,
+    ) -> Result<()> {
+        let (long_fn, resident) = self.long_kernel(which, &long_shape)?;
+        let tile_log = long_shape.tile().ilog2();
         let min_log = (tile_log - 1).max(defines::CF_SCAN_LONG_MIN_LOG);
-        let (_, tiles, list_bytes) = long_list_layout(args.n, min_log, tile_log, 0);
+        let (_, tiles, list_bytes) = long_list_layout(n, min_log, tile_log, 0);
         // Blocks take tiles in turn until the reserved ones run out (kernels/scan.cuh,
         // cf_scan_long), so the grid is what the device holds at once, or the list's
         // capacity if smaller.
@@ -643,15 +719,15 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         let slot_bytes = crate::scan::look_back_bytes(tiles, std::mem::size_of::<O::Acc>());
         let stream = &self.gpu.inner.stream;
         let mut arena = self.gpu.inner.scratch.lock().unwrap();
-        arena.with_lease(stream, slot_bytes, list_bytes, |lease| {
+        arena.with_lease(stream, slot_bytes.max(fill_slots), list_bytes, |lease| {
             let hdr = lease.plain;
             clear_long_list(stream, hdr)?;
-            segments(hdr)?;
+            fill(&lease, hdr)?;
             let (leaves, nodes) = (lease.slots, lease.slots + slot_bytes as u64 / 2);
             let mut b = stream.launch_builder(long_fn);
-            b.arg(&args.x_ptr)
-                .arg(&args.out_ptr)
-                .arg(&args.n)
+            b.arg(&x_ptr)
+                .arg(&y_ptr)
+                .arg(&n)
                 .arg(&exclusive)
                 .arg(&lease.ticket)
                 .arg(&leaves)
@@ -661,14 +737,129 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             let cfg = crate::scan::launch_config(&long_shape, TypeSizes::of::<T, O>(), grid);
             // SAFETY: (const In*, Out*, u64 n, unsigned, u64* ticket, u64* leaves, u64*
             // nodes, u64* long_hdr, OpBytes), as crate::scan::long_kernel says. The list was
-            // filled by the launch above, its segments lie within x (and y, as long as x);
-            // the ticket word's count is zero and its high half the last epoch (the arena's
-            // contract, as for Scanner's launches); leaves and nodes hold `slot_words` words
-            // for each of the list's `tiles` tiles, in the slot region.
+            // filled by `fill`, its segments lie within x (and y, as long as x); the ticket
+            // word's count is zero and its high half the last epoch (the arena's contract, as
+            // for Scanner's launches, and `fill`'s launch takes its tickets in full first);
+            // leaves and nodes hold `slot_words` words for each of the list's `tiles` tiles,
+            // in the slot region.
             unsafe { b.launch(cfg) }
                 .map(|_| ())
                 .map_err(|e| Error::driver("launching the long segments' scan kernel", e))
         })
+    }
+
+    /// The long pass of a scan by key over `n` values, and the index of its kernels in
+    /// `long_fns` and `by_key_fns`: the large tiles ([`ScanShape::large`]) where the input
+    /// reaches the device-wide scan's [`ScanConfig::large_from`] bytes, else the own tiles
+    /// ([`Self::long_shape`]); `None` without a device-wide shape. The lengths of the runs
+    /// are not known before the pass, so the rule is the input's size alone. H100, f32,
+    /// 2^28 values, ms, own / large tiles: 2^16 runs of 4096 1.329 / 1.389, 2^15 of 8192
+    /// 1.280 / 1.342, 2^14 of 2^14 1.303 / 1.257, 512 of 2^19 1.350 / 1.322, 16 of 2^24
+    /// 1.376 / 1.305, against 1.360-1.409, 1.316-1.324, 1.308-1.310, 1.334-1.365 and
+    /// 1.305-1.310 for the two passes before (BENCHMARKS.md, "Segments, twenty-ninth step").
+    fn by_key_long(&self, n: u64) -> Option<(usize, ScanShape)> {
+        let own = self.long_shape()?;
+        let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
+        match self.large {
+            Some(l) if bytes >= self.config.get_scan().get_large_from() => Some((1, l)),
+            _ => Some((0, own)),
+        }
+    }
+
+    /// The one-pass scan by key (kernels/segment_scan.cuh, `cf_scan_by_key`) for keys of
+    /// `key_bytes` bytes, in blocks of [`SegmentConfig::block`] (a tile of a span of keys a
+    /// warp), listing its long runs for the `long` pass ([`Self::by_key_long`]);
+    /// compiled (or loaded) on first use, and let take its lists of heads
+    /// ([`key_places_bytes`]).
+    fn by_key_kernel(
+        &self,
+        key_bytes: usize,
+        long: Option<(usize, ScanShape)>,
+    ) -> Result<&CudaFunction> {
+        let cell = &self.by_key_fns[key_bytes.trailing_zeros() as usize][long.map_or(0, |l| l.0)];
+        get_or_try(cell, || {
+            let word = key_word(key_bytes)?;
+            let cuda = self.op.cuda();
+            let (block, items) = (self.block, self.items);
+            // Without a long pass the kernel gets no list, and the number is unused.
+            let long_tile = long.map_or(1 << 13, |(_, s)| s.tile());
+            let key = (block, items, self.param_bytes, long_tile, word);
+            let f = self.gpu.kernel("cf_scan_by_key", &cuda, &key, || {
+                scan_by_key_source(&cuda, self.param_bytes, block, items, long_tile, word)
+            })?;
+            let bytes = key_places_bytes(block);
+            allow_dynamic_shared(&f, bytes as usize, || {
+                format!(
+                    "letting the scan by key take {bytes} bytes of shared memory (blocks of \
+                     {block}): use a smaller SegmentConfig::block on this GPU"
+                )
+            })?;
+            Ok(f)
+        })
+    }
+
+    /// Enqueues the scan by key of the `n > 0` values at `x` into `y`, restarting at each
+    /// run of equal consecutive keys at `keys` (`key_bytes` bytes each): one pass
+    /// (`cf_scan_by_key`) and, for inputs from `LONG_PASS_MIN_N` on, the long pass for its
+    /// runs of half a tile of the device-wide scan or more ([`Self::by_key_long`]).
+    ///
+    /// # Safety
+    ///
+    /// `keys`, `x` and `y` hold `n` keys, values and outputs.
+    pub(super) unsafe fn launch_by_key(
+        &self,
+        key_bytes: usize,
+        keys: u64,
+        x: u64,
+        n: u64,
+        y: u64,
+        kind: ScanKind,
+    ) -> Result<()> {
+        let long = self.by_key_long(n).filter(|_| n >= LONG_PASS_MIN_N);
+        let f = self.by_key_kernel(key_bytes, long)?;
+        let block = self.block;
+        let (tiles, mark_bytes) = key_tiles(n, block, "a scan by key")?;
+        let exclusive = u32::from(kind == ScanKind::Exclusive);
+        let stream = &self.gpu.inner.stream;
+        let by_key = |lease: &Lease, hdr: u64| -> Result<()> {
+            // Each tile's own mark, then its inclusive prefix (cf::chained_look_back).
+            let (aggs, incls) = (lease.slots, lease.slots + mark_bytes as u64 / 2);
+            let mut b = stream.launch_builder(f);
+            b.arg(&keys)
+                .arg(&x)
+                .arg(&n)
+                .arg(&tiles)
+                .arg(&exclusive)
+                .arg(&y)
+                .arg(&lease.ticket)
+                .arg(&aggs)
+                .arg(&incls)
+                .arg(&hdr)
+                .arg(&*self.params);
+            let cfg = LaunchConfig {
+                grid_dim: (tiles as u32, 1, 1),
+                block_dim: (block, 1, 1),
+                shared_mem_bytes: key_places_bytes(block),
+            };
+            // SAFETY: (const word* keys, const In* x, u64 n, u64 tiles, unsigned, Out* y,
+            // u64* ticket, u64* aggs, u64* incls, u64* long_hdr, OpBytes): the caller's
+            // buffers, y written at the runs' positions only; the ticket word's count is zero
+            // and its high half the last epoch (the arena's contract); aggs and incls hold a
+            // slot of a 16-byte mark per tile each; `hdr` is 0 or a cleared long list for n
+            // and the long tile the kernel was compiled for.
+            unsafe { b.launch(cfg) }
+                .map(|_| ())
+                .map_err(|e| Error::driver("launching the scan by key", e))
+        };
+        match long {
+            // SAFETY: the caller's buffers; the kernel lists runs within them for n and the
+            // long pass's tiles, which it was compiled for.
+            Some(l) => unsafe { self.with_long_pass(l, (x, y, n), exclusive, mark_bytes, by_key) },
+            None => {
+                let mut arena = self.gpu.inner.scratch.lock().unwrap();
+                arena.with_lease(stream, mark_bytes, 0, |lease| by_key(&lease, 0))
+            }
+        }
     }
 }
 
