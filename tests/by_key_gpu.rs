@@ -577,6 +577,56 @@ fn few_long_runs_take_the_long_pass_with_the_same_bits() {
 
 #[test]
 #[ignore = "needs a CUDA device"]
+fn scan_by_key_lists_runs_for_the_own_and_the_large_tiles() {
+    // With the large tiles (`large_from` lowered to every input), the scan by key lists runs
+    // of a large tile or more for them and runs of half an own tile up to that for the own
+    // tiles (f32: own tiles of 8192, large of 16 384; f64: 4096 and 8192), on either side of
+    // each bound, between short runs; without them, every long run for the own tiles.
+    let s = seed("scan_by_key_lists_runs_for_the_own_and_the_large_tiles");
+    let mut lengths = vec![
+        5,
+        2047,
+        2048,
+        4095,
+        4096,
+        4097,
+        8191,
+        8192,
+        8193,
+        9000,
+        16_383,
+        16_384,
+        16_385,
+        70_001,
+        1 << 20,
+        3,
+    ];
+    let mut r = Rng(s);
+    lengths.extend((0..20_000).map(|_| 1 + (r.next() % 300) as usize));
+    let keys = keys_of(&lengths, |r| (r % 2) as u32);
+    fn one<T: Gen + DeviceValue, O: Operator<T>>(op: O, keys: &[u32], s: u64) {
+        let g = gpu();
+        let x: Vec<T> = data(keys.len(), s);
+        let (kd, xd) = (upload(g, keys), upload(g, &x));
+        for large_from in [0, u64::MAX] {
+            let config =
+                SegmentConfig::default().scan(ScanConfig::default().large_from(large_from));
+            let scanner = g.segment_scanner_with::<T, O>(op, config).unwrap();
+            let what = format!(
+                "{} of {}, large tiles from {large_from} bytes",
+                O::NAME,
+                T::cuda_name()
+            );
+            check_scan_into((&scanner, op), keys, &kd, &x, &xd, &what);
+        }
+    }
+    one::<f32, _>(Sum, &keys, s);
+    one::<f64, _>(Sum, &keys, s);
+    one::<Affine<f32>, _>(Compose, &keys, s);
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
 fn the_pool_keeps_what_it_is_told_and_gives_back_the_old_setting() {
     let g = gpu();
     let before = g.keep_pool_memory(1 << 30).unwrap();

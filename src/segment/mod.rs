@@ -38,14 +38,18 @@
 //! at each run ([`SegmentScanner::scan_by_key_into`],
 //! [`Cpu::scan_by_key_into`](crate::Cpu::scan_by_key_into)). A run is a maximal stretch of
 //! keys with equal bits: `-0.0` and `0.0` are different keys, a NaN key equals a NaN with
-//! the same bits. The runs' offsets are found first ([`KeyRuns`]: a count of run starts per
-//! span of 1024 keys, their exclusive sum, a scatter), then the segmented kernels take them as CSR
-//! offsets, so each run's result has the bits of the whole-array primitive applied to that
-//! run alone. The GPU forms learn the number of runs before they plan the launch: they wait
-//! for the stream once, after the runs are counted (as `torch.unique_consecutive` does);
-//! runs fewer than the multiprocessors and [`WHOLE_MIN_LEN`] long on average take the
-//! thread schedule's long pass, as segments by offsets do ([`plan_reduction`]; a scan's runs
-//! take it from [`SCAN_OFFSETS_LONG_MEAN`] on average, [`plan_scan`]).
+//! the same bits. For `reduce_by_key` the runs' offsets are found first ([`KeyRuns`]: a
+//! count of run starts per span of 1024 keys, their exclusive sum, a scatter), then the
+//! segmented kernels take them as CSR offsets, so each run's result has the bits of the
+//! whole-array primitive applied to that run alone. It learns the number of runs before it
+//! plans the launch and allocates its outputs: it waits for the stream once, after the runs
+//! are counted (as `torch.unique_consecutive` does); runs fewer than the multiprocessors and
+//! [`WHOLE_MIN_LEN`] long on average take the thread schedule's long pass, as segments by
+//! offsets do ([`plan_reduction`]). `scan_by_key_into` never waits: one pass over keys and
+//! values finds the runs a tile at a time (as `reduce_by_key_into` below) and scans each with
+//! the thread schedule's steps from the run's own first position, and, for inputs of 2^20
+//! or more, the runs of half a tile of the whole-array scan or more with that scan's tiles
+//! and look-back in a second launch.
 //! [`KeyRuns::offsets_into`] never waits, nor does
 //! [`SegmentReducer::reduce_by_key_into`], the one-pass form into the caller's buffers (room
 //! for every key always suffices; the number of runs goes to a device buffer): a block takes

@@ -70,18 +70,19 @@ fn scan_defines(
 
 /// The source of the one-pass scan by key (kernels/segment_scan.cuh, `cf_scan_by_key`): the
 /// thread schedule's ([`scan_kernel_source`] with a thread per segment) for keys whose
-/// unsigned word is `key_word`.
+/// unsigned word is `key_word`, in blocks of `block` threads of `items` positions a tile,
+/// listing runs for the long passes on tiles of `long_tile` positions and, unless
+/// `large_tile_log` is 0, of `2^large_tile_log`.
 fn scan_by_key_source(
     op: &CudaOp,
     param_bytes: usize,
-    block: u32,
-    items: u32,
-    long_tile: u64,
+    (block, items, long_tile, large_tile_log): (u32, u32, u64, u32),
     key_word: &str,
 ) -> String {
     let mut defines = scan_defines(param_bytes, block, items, 1, long_tile);
     defines.push(("CF_KEY_WORD", key_word.to_string()));
     defines.push(("CF_KEY_ITEMS", by_key_items(block).to_string()));
+    defines.push(("CF_LARGE_TILE_LOG", large_tile_log.to_string()));
     jit::kernel_source("segment_scan", op, &defines)
 }
 
@@ -207,9 +208,10 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     long_fns: [OnceLock<(CudaFunction, u64)>; 2],
     rows_fns: [OnceLock<CudaFunction>; ROWS_SHAPES],
     whole: OnceLock<Scanner<T, O>>,
-    /// The one-pass scan by key's kernels, by log2 of the key's bytes, then listing runs
-    /// for the long pass on the own tiles or on the large ones (as `thread_fns`).
-    by_key_fns: [[OnceLock<CudaFunction>; 2]; 4],
+    /// The one-pass scan by key's kernels, by log2 of the key's bytes, then by the long
+    /// passes they list runs for (none, the own tiles, the own and the large tiles:
+    /// [`SegmentScanner::by_key_passes`]).
+    by_key_fns: [[OnceLock<CudaFunction>; 3]; 4],
     _input: PhantomData<fn(T)>,
 }
 
@@ -658,12 +660,12 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         match long {
             // SAFETY: the caller's x and y; the kernel lists its long segments at `hdr`.
             Some(l) => unsafe {
-                self.with_long_pass(
-                    l,
+                self.with_long_passes(
+                    &[l],
                     (args.x_ptr, args.out_ptr, args.n),
                     exclusive,
                     0,
-                    |_, hdr| segments(hdr),
+                    |_, hdrs| segments(hdrs[0]),
                 )
             },
             None => segments(0),
@@ -690,102 +692,118 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     }
 
     /// Enqueues `fill`, a launch that lists the long segments of `x` (`n` values, scanned
-    /// into `y`) at the long list it is given, with `fill_slots` bytes of the scratch
-    /// memory's slots for its own look-back, then the long pass that scans each listed
-    /// segment with the device-wide scan's tiles and look-back on `long_shape`'s tiles
-    /// (kernels/scan.cuh, `cf_scan_long`): both under one lease, one after the other on the
-    /// stream, each taking tickets from the lease's word in turn.
+    /// into `y`) at the long lists it is given (one for each of `passes`, in order), with
+    /// `fill_slots` bytes of the scratch memory's slots for its own look-back, then each
+    /// pass: every segment of its list scanned with the device-wide scan's tiles and
+    /// look-back on the pass's tiles (kernels/scan.cuh, `cf_scan_long`; `which`: its kernel's
+    /// cell in `long_fns`). All under one lease, one after the other on the stream, each
+    /// launch taking tickets from the lease's word in turn.
     ///
     /// # Safety
     ///
     /// `x` holds `n` values and `y` room for `n` outputs; `fill` lists only segments within
-    /// them, laid out for `n` and `long_shape`'s tile (`long_list_layout`, `cf::scan_long_list`).
-    unsafe fn with_long_pass(
+    /// them, each list laid out for `n` and its pass's tile (`long_list_layout`,
+    /// `cf::scan_long_list`).
+    unsafe fn with_long_passes(
         &self,
-        (which, long_shape): (usize, ScanShape),
+        passes: &[(usize, ScanShape)],
         (x_ptr, y_ptr, n): (u64, u64, u64),
         exclusive: u32,
         fill_slots: usize,
-        fill: impl FnOnce(&Lease, u64) -> Result<()>,
+        fill: impl FnOnce(&Lease, &[u64]) -> Result<()>,
     ) -> Result<()> {
-        let (long_fn, resident) = self.long_kernel(which, &long_shape)?;
-        let tile_log = long_shape.tile().ilog2();
-        let min_log = (tile_log - 1).max(defines::CF_SCAN_LONG_MIN_LOG);
-        let (_, tiles, list_bytes) = long_list_layout(n, min_log, tile_log, 0);
-        // Blocks take tiles in turn until the reserved ones run out (kernels/scan.cuh,
-        // cf_scan_long), so the grid is what the device holds at once, or the list's
-        // capacity if smaller.
-        let grid = tiles.min(*resident) as u32;
-        let slot_bytes = crate::scan::look_back_bytes(tiles, std::mem::size_of::<O::Acc>());
+        // Each pass's kernel, tiles and grid, its list's place in the plain region and the
+        // bytes of its slots.
+        let mut plan = Vec::with_capacity(passes.len());
+        let (mut list_at, mut slot_bytes) = (0usize, fill_slots);
+        for (which, shape) in passes {
+            let (f, resident) = self.long_kernel(*which, shape)?;
+            let tile_log = shape.tile().ilog2();
+            let min_log = (tile_log - 1).max(defines::CF_SCAN_LONG_MIN_LOG);
+            let (_, tiles, list_bytes) = long_list_layout(n, min_log, tile_log, 0);
+            // Blocks take tiles in turn until the reserved ones run out (kernels/scan.cuh,
+            // cf_scan_long), so the grid is what the device holds at once, or the list's
+            // capacity if smaller.
+            let grid = tiles.min(*resident) as u32;
+            let slots = crate::scan::look_back_bytes(tiles, std::mem::size_of::<O::Acc>());
+            plan.push((f, shape, grid, list_at as u64, slots));
+            list_at += list_bytes;
+            slot_bytes = slot_bytes.max(slots);
+        }
         let stream = &self.gpu.inner.stream;
         let mut arena = self.gpu.inner.scratch.lock().unwrap();
-        arena.with_lease(stream, slot_bytes.max(fill_slots), list_bytes, |lease| {
-            let hdr = lease.plain;
-            clear_long_list(stream, hdr)?;
-            fill(&lease, hdr)?;
-            let (leaves, nodes) = (lease.slots, lease.slots + slot_bytes as u64 / 2);
-            let mut b = stream.launch_builder(long_fn);
-            b.arg(&x_ptr)
-                .arg(&y_ptr)
-                .arg(&n)
-                .arg(&exclusive)
-                .arg(&lease.ticket)
-                .arg(&leaves)
-                .arg(&nodes)
-                .arg(&hdr)
-                .arg(&*self.params);
-            let cfg = crate::scan::launch_config(&long_shape, TypeSizes::of::<T, O>(), grid);
-            // SAFETY: (const In*, Out*, u64 n, unsigned, u64* ticket, u64* leaves, u64*
-            // nodes, u64* long_hdr, OpBytes), as crate::scan::long_kernel says. The list was
-            // filled by `fill`, its segments lie within x (and y, as long as x); the ticket
-            // word's count is zero and its high half the last epoch (the arena's contract, as
-            // for Scanner's launches, and `fill`'s launch takes its tickets in full first);
-            // leaves and nodes hold `slot_words` words for each of the list's `tiles` tiles,
-            // in the slot region.
-            unsafe { b.launch(cfg) }
-                .map(|_| ())
-                .map_err(|e| Error::driver("launching the long segments' scan kernel", e))
+        arena.with_lease(stream, slot_bytes, list_at, |lease| {
+            let hdrs: Vec<u64> = plan.iter().map(|p| lease.plain + p.3).collect();
+            for &hdr in &hdrs {
+                clear_long_list(stream, hdr)?;
+            }
+            fill(&lease, &hdrs)?;
+            for ((f, shape, grid, _, slots), hdr) in plan.iter().zip(&hdrs) {
+                let (leaves, nodes) = (lease.slots, lease.slots + *slots as u64 / 2);
+                let mut b = stream.launch_builder(f);
+                b.arg(&x_ptr)
+                    .arg(&y_ptr)
+                    .arg(&n)
+                    .arg(&exclusive)
+                    .arg(&lease.ticket)
+                    .arg(&leaves)
+                    .arg(&nodes)
+                    .arg(hdr)
+                    .arg(&*self.params);
+                let cfg = crate::scan::launch_config(shape, TypeSizes::of::<T, O>(), *grid);
+                // SAFETY: (const In*, Out*, u64 n, unsigned, u64* ticket, u64* leaves, u64*
+                // nodes, u64* long_hdr, OpBytes), as crate::scan::long_kernel says. The list
+                // was filled by `fill`, its segments lie within x (and y, as long as x); the
+                // ticket word's count is zero and its high half the last epoch (the arena's
+                // contract, as for Scanner's launches; each launch before takes its tickets in
+                // full); leaves and nodes hold `slot_words` words for each of the list's
+                // tiles, in the slot region.
+                unsafe { b.launch(cfg) }
+                    .map_err(|e| Error::driver("launching the long segments' scan kernel", e))?;
+            }
+            Ok(())
         })
     }
 
-    /// The long pass of a scan by key over `n` values, and the index of its kernels in
-    /// `long_fns` and `by_key_fns`: the large tiles ([`ScanShape::large`]) where the input
-    /// reaches the device-wide scan's [`ScanConfig::large_from`] bytes, else the own tiles
-    /// ([`Self::long_shape`]); `None` without a device-wide shape. The lengths of the runs
-    /// are not known before the pass, so the rule is the input's size alone. H100, f32,
-    /// 2^28 values, ms, own / large tiles: 2^16 runs of 4096 1.329 / 1.389, 2^15 of 8192
-    /// 1.280 / 1.342, 2^14 of 2^14 1.303 / 1.257, 512 of 2^19 1.350 / 1.322, 16 of 2^24
-    /// 1.376 / 1.305, against 1.360-1.409, 1.316-1.324, 1.308-1.310, 1.334-1.365 and
-    /// 1.305-1.310 for the two passes before (BENCHMARKS.md, "Segments, twenty-ninth step").
-    fn by_key_long(&self, n: u64) -> Option<(usize, ScanShape)> {
-        let own = self.long_shape()?;
+    /// The long passes of a scan by key over `n` values, with the index of each one's kernel
+    /// in `long_fns`: none for inputs under `LONG_PASS_MIN_N` or without a device-wide
+    /// shape; the own tiles ([`Self::long_shape`]) for runs of half a tile or more; and,
+    /// where the input reaches the device-wide scan's [`ScanConfig::large_from`] bytes, the
+    /// large tiles ([`ScanShape::large`]) for runs of a large tile or more. The runs' lengths
+    /// are not known before the pass, so each run is listed by its own.
+    fn by_key_passes(&self, n: u64) -> Vec<(usize, ScanShape)> {
+        let Some(own) = self.long_shape().filter(|_| n >= LONG_PASS_MIN_N) else {
+            return Vec::new();
+        };
         let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
         match self.large {
-            Some(l) if bytes >= self.config.get_scan().get_large_from() => Some((1, l)),
-            _ => Some((0, own)),
+            Some(l) if bytes >= self.config.get_scan().get_large_from() => vec![(0, own), (1, l)],
+            _ => vec![(0, own)],
         }
     }
 
     /// The one-pass scan by key (kernels/segment_scan.cuh, `cf_scan_by_key`) for keys of
     /// `key_bytes` bytes, in blocks of [`SegmentConfig::block`] (a tile of a span of keys a
-    /// warp), listing its long runs for the `long` pass ([`Self::by_key_long`]);
-    /// compiled (or loaded) on first use, and let take its lists of heads
-    /// ([`key_places_bytes`]).
+    /// warp), listing its long runs for `passes` ([`Self::by_key_passes`]); compiled (or
+    /// loaded) on first use, and let take its lists of heads ([`key_places_bytes`]).
     fn by_key_kernel(
         &self,
         key_bytes: usize,
-        long: Option<(usize, ScanShape)>,
+        passes: &[(usize, ScanShape)],
     ) -> Result<&CudaFunction> {
-        let cell = &self.by_key_fns[key_bytes.trailing_zeros() as usize][long.map_or(0, |l| l.0)];
+        let cell = &self.by_key_fns[key_bytes.trailing_zeros() as usize][passes.len().min(2)];
         get_or_try(cell, || {
             let word = key_word(key_bytes)?;
             let cuda = self.op.cuda();
             let (block, items) = (self.block, self.items);
-            // Without a long pass the kernel gets no list, and the number is unused.
-            let long_tile = long.map_or(1 << 13, |(_, s)| s.tile());
-            let key = (block, items, self.param_bytes, long_tile, word);
+            // Without a long pass the kernel gets no list, and the tile is unused; the large
+            // tiles' log is 0 where there is no list for them.
+            let long_tile = passes.first().map_or(1 << 13, |(_, s)| s.tile());
+            let large_log = passes.get(1).map_or(0, |(_, s)| s.tile().ilog2());
+            let key = (block, items, self.param_bytes, long_tile, large_log, word);
             let f = self.gpu.kernel("cf_scan_by_key", &cuda, &key, || {
-                scan_by_key_source(&cuda, self.param_bytes, block, items, long_tile, word)
+                let shape = (block, items, long_tile, large_log);
+                scan_by_key_source(&cuda, self.param_bytes, shape, word)
             })?;
             let bytes = key_places_bytes(block);
             allow_dynamic_shared(&f, bytes as usize, || {
@@ -800,8 +818,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
 
     /// Enqueues the scan by key of the `n > 0` values at `x` into `y`, restarting at each
     /// run of equal consecutive keys at `keys` (`key_bytes` bytes each): one pass
-    /// (`cf_scan_by_key`) and, for inputs from `LONG_PASS_MIN_N` on, the long pass for its
-    /// runs of half a tile of the device-wide scan or more ([`Self::by_key_long`]).
+    /// (`cf_scan_by_key`), then the long passes for its longest runs
+    /// ([`Self::by_key_passes`]).
     ///
     /// # Safety
     ///
@@ -815,15 +833,19 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         y: u64,
         kind: ScanKind,
     ) -> Result<()> {
-        let long = self.by_key_long(n).filter(|_| n >= LONG_PASS_MIN_N);
-        let f = self.by_key_kernel(key_bytes, long)?;
+        let passes = self.by_key_passes(n);
+        let f = self.by_key_kernel(key_bytes, &passes)?;
         let block = self.block;
         let (tiles, mark_bytes) = key_tiles(n, block, "a scan by key")?;
         let exclusive = u32::from(kind == ScanKind::Exclusive);
         let stream = &self.gpu.inner.stream;
-        let by_key = |lease: &Lease, hdr: u64| -> Result<()> {
+        let by_key = |lease: &Lease, hdrs: &[u64]| -> Result<()> {
             // Each tile's own mark, then its inclusive prefix (cf::chained_look_back).
             let (aggs, incls) = (lease.slots, lease.slots + mark_bytes as u64 / 2);
+            let (own_hdr, large_hdr) = (
+                hdrs.first().copied().unwrap_or(0),
+                hdrs.get(1).copied().unwrap_or(0),
+            );
             let mut b = stream.launch_builder(f);
             b.arg(&keys)
                 .arg(&x)
@@ -834,7 +856,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 .arg(&lease.ticket)
                 .arg(&aggs)
                 .arg(&incls)
-                .arg(&hdr)
+                .arg(&own_hdr)
+                .arg(&large_hdr)
                 .arg(&*self.params);
             let cfg = LaunchConfig {
                 grid_dim: (tiles as u32, 1, 1),
@@ -842,24 +865,22 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 shared_mem_bytes: key_places_bytes(block),
             };
             // SAFETY: (const word* keys, const In* x, u64 n, u64 tiles, unsigned, Out* y,
-            // u64* ticket, u64* aggs, u64* incls, u64* long_hdr, OpBytes): the caller's
-            // buffers, y written at the runs' positions only; the ticket word's count is zero
-            // and its high half the last epoch (the arena's contract); aggs and incls hold a
-            // slot of a 16-byte mark per tile each; `hdr` is 0 or a cleared long list for n
-            // and the long tile the kernel was compiled for.
+            // u64* ticket, u64* aggs, u64* incls, u64* long_hdr, u64* large_hdr, OpBytes):
+            // the caller's buffers, y written at the runs' positions only; the ticket word's
+            // count is zero and its high half the last epoch (the arena's contract); aggs and
+            // incls hold a slot of a 16-byte mark per tile each; each header is 0 or a
+            // cleared long list for n and the tiles the kernel was compiled for.
             unsafe { b.launch(cfg) }
                 .map(|_| ())
                 .map_err(|e| Error::driver("launching the scan by key", e))
         };
-        match long {
-            // SAFETY: the caller's buffers; the kernel lists runs within them for n and the
-            // long pass's tiles, which it was compiled for.
-            Some(l) => unsafe { self.with_long_pass(l, (x, y, n), exclusive, mark_bytes, by_key) },
-            None => {
-                let mut arena = self.gpu.inner.scratch.lock().unwrap();
-                arena.with_lease(stream, mark_bytes, 0, |lease| by_key(&lease, 0))
-            }
+        if passes.is_empty() {
+            let mut arena = self.gpu.inner.scratch.lock().unwrap();
+            return arena.with_lease(stream, mark_bytes, 0, |lease| by_key(&lease, &[]));
         }
+        // SAFETY: the caller's buffers; the kernel lists runs within them for n and the
+        // passes' tiles, which it was compiled for.
+        unsafe { self.with_long_passes(&passes, (x, y, n), exclusive, mark_bytes, by_key) }
     }
 }
 
