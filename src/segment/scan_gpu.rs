@@ -164,8 +164,10 @@ pub fn compile_scan_long_kernel(
 /// together), and, for ragged offsets over 2^20 elements, one of half a tile of the
 /// whole-array scan or more (and of 4096 or more) to a second launch that scans it with that
 /// scan's tiles and look-back ([`compile_scan_long_kernel`]); the bits are the same on every
-/// path. The thread schedule runs in blocks of [`SegmentConfig::thread_block`]. Every method
-/// enqueues on the stream and returns at once.
+/// path. The thread schedule runs in blocks of [`SegmentConfig::thread_block`]; the scan by
+/// key ([`SegmentScanner::scan_by_key_into`]: one pass over keys and values, its runs on the
+/// thread schedule's steps and the long passes) in blocks of [`SegmentConfig::block`]. Every
+/// method enqueues on the stream and returns at once.
 ///
 /// ```no_run
 /// use cufold::{ops, segment::Rows, ScanKind};
