@@ -87,8 +87,8 @@ fn scan_by_key_source(
 }
 
 /// The dynamic shared memory of the one-pass scan by key in blocks of `block` threads: each
-/// warp's list of its span's heads and n's place (`cf::KeyTile`, u16 places), in 16-byte
-/// words. (Its span stage takes the static shared memory.)
+/// warp's list of its span's heads and n's place (`cf::KeyTile`, u16 places), rounded up to
+/// 16 bytes. (Its warps' stages take the static shared memory.)
 fn key_places_bytes(block: u32) -> u32 {
     let per_warp = 32 * by_key_items(block) + 1;
     (block / 32 * per_warp * 2).next_multiple_of(16)
