@@ -1,4 +1,5 @@
-// cufold: runs of equal keys (the first step of reduce_by_key and scan_by_key).
+// cufold: runs of equal keys (the first step of reduce_by_key, and KeyRuns; the one passes by
+// key find their heads with cf::KeySpan in their own tiles, kernels/segment.cuh).
 //
 // A run is a maximal stretch of consecutive equal keys; position i starts one (is a head)
 // when i == 0 or key[i] != key[i - 1], keys compared by their bits (CF_OP is the unsigned

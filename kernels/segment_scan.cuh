@@ -289,11 +289,11 @@ __device__ __forceinline__ void cf_scan_thread_step(const cf_op_t& op, const cf_
         cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (lo - start) : y + at;
         cf::thread_scan<CF_SCAN_WARP_MIN>(op, src, (unsigned)(hi - lo), dst, exclusive);
     }
-    // With a long list (ragged offsets), the longest go to the device-wide scan's tiles
-    // (kernels/scan.cuh, cf_scan_long): half a tile or more. (Segments of exactly half a
-    // tile stayed with the warps, one after another, before: 2^16 segments of 4096 f32
-    // by offsets, H100, ms, two rounds, 0.917 / 0.923 there, 0.861 / 0.861 on the long
-    // pass; BENCHMARKS.md, "Segments, twenty-seventh step".)
+    // With a long list (ragged offsets, runs by key), the longest go to the device-wide
+    // scan's tiles (kernels/scan.cuh, cf_scan_long): half a tile or more. (Segments of
+    // exactly half a tile stayed with the warps, one after another, before: 2^16 segments of
+    // 4096 f32 by offsets, H100, ms, two rounds, 0.917 / 0.923 there, 0.861 / 0.861 on the
+    // long pass; BENCHMARKS.md, "Segments, twenty-seventh step".)
     // With a list for the large tiles too, a segment of a large tile or more goes there (the
     // scan by key on large inputs; H100, 2^28 f32, ms, own / large tiles: 2^14 runs of 2^14
     // 1.303 / 1.257, 16 runs of 2^24 1.376 / 1.305, but 2^16 runs of 4096, which half a
