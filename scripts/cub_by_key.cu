@@ -61,21 +61,7 @@ int main(int argc, char** argv) {
         uint64_t got = 0;
         CHECK(cudaMemcpy(&got, count, 8, cudaMemcpyDeviceToHost));
         if (got != runs) std::printf("MISMATCH %s: %llu runs, want %zu\n", name.c_str(), (unsigned long long)got, runs);
-        cudaEvent_t a, b;
-        CHECK(cudaEventCreate(&a));
-        CHECK(cudaEventCreate(&b));
-        std::vector<float> ms;
-        for (int i = 0; i < reps; ++i) {
-            CHECK(cudaEventRecord(a));
-            CHECK(call());
-            CHECK(cudaEventRecord(b));
-            CHECK(cudaEventSynchronize(b));
-            float t = 0;
-            CHECK(cudaEventElapsedTime(&t, a, b));
-            ms.push_back(t);
-        }
-        std::sort(ms.begin(), ms.end());
-        const double med = ms[ms.size() / 2];
+        const double med = median_ms(reps, call);
         const double bytes = (double)n * 8 + (double)runs * (4 + 4 + 8);
         std::printf("cub     reduce_by_key   %-9s %9zu runs %11zu elems %9.4f ms %8.1f GB/s\n", name.c_str(), runs, n, med,
                     bytes / (med * 1e-3) / 1e9);

@@ -21,31 +21,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
-
-static double median_ms(int reps, const std::function<cudaError_t()>& call) {
-    for (int i = 0; i < 3; ++i) CHECK(call());
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    std::vector<float> ms;
-    for (int i = 0; i < reps; ++i) {
-        CHECK(cudaEventRecord(a));
-        CHECK(call());
-        CHECK(cudaEventRecord(b));
-        CHECK(cudaEventSynchronize(b));
-        float t = 0;
-        CHECK(cudaEventElapsedTime(&t, a, b));
-        ms.push_back(t);
-    }
-    CHECK(cudaEventDestroy(a));
-    CHECK(cudaEventDestroy(b));
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-}
 
 int main(int argc, char** argv) {
     const std::string shapes = argc > 1 ? argv[1] : "short,powerlaw,long_offsets,few_offsets,offsets_4k";

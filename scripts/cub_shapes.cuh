@@ -1,6 +1,6 @@
 // The shapes of benches/gpu_segment.rs for the CUB scripts beside it (cub_by_key.cu,
 // cub_segments.cu): each shape's segment lengths from the bench's splitmix64 stream, so that
-// CUB runs on the same lengths as cufold, and the scripts' CUDA error check.
+// CUB runs on the same lengths as cufold, the scripts' CUDA error check, and their timing.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -68,4 +69,27 @@ static std::vector<uint64_t> lengths_of(const std::string& name) {
         std::exit(2);
     }
     return l;
+}
+
+// The median of `reps` event-timed runs of `call` (after three untimed ones), in ms: how the
+// bench times cufold.
+inline double median_ms(int reps, const std::function<cudaError_t()>& call) {
+    for (int i = 0; i < 3; ++i) CHECK(call());
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    std::vector<float> ms;
+    for (int i = 0; i < reps; ++i) {
+        CHECK(cudaEventRecord(a));
+        CHECK(call());
+        CHECK(cudaEventRecord(b));
+        CHECK(cudaEventSynchronize(b));
+        float t = 0;
+        CHECK(cudaEventElapsedTime(&t, a, b));
+        ms.push_back(t);
+    }
+    CHECK(cudaEventDestroy(a));
+    CHECK(cudaEventDestroy(b));
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
 }
