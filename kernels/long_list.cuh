@@ -16,7 +16,8 @@
 //   scan        segments of half a tile of the device-wide scan or more (and of 4096 or more),
 //               chunks of one tile
 //               (kernels/scan.cuh, cf_scan_long: the device-wide scan's tiles and look-back,
-//               each segment on its own).
+//               each segment on its own); a launch may list for up to three tiles, each
+//               segment on one (cf::list_for_scan), the lists one after another.
 #pragma once
 
 #include "cufold/types.cuh"
@@ -46,9 +47,11 @@ struct LongList {
         : hdr(h), cap((n >> min_log) + 1), chunk_cap((n >> chunk_min_log) + (n >> min_log) + 1) {}
     __device__ __forceinline__ u64* entry(u64 i) const { return hdr + 2 + 4 * i; }
     __device__ __forceinline__ unsigned* owner() const { return reinterpret_cast<unsigned*>(hdr + 2 + 4 * cap); }
+    // The bytes of the counters, entries and chunk owners, to a 16-byte boundary: where the
+    // partials start, and, for the scan's lists (which have none), the next list.
+    __device__ __forceinline__ u64 head_bytes() const { return (16 + 32 * cap + 4 * chunk_cap + 15) & ~15ull; }
     template <class Acc> __device__ __forceinline__ Acc* partials() const {
-        const u64 bytes = (16 + 32 * cap + 4 * chunk_cap + 15) & ~15ull;
-        return reinterpret_cast<Acc*>(reinterpret_cast<char*>(hdr) + bytes);
+        return reinterpret_cast<Acc*>(reinterpret_cast<char*>(hdr) + head_bytes());
     }
     // Chunks reserved so far (or all there are room for), after the filling launch.
     __device__ __forceinline__ u64 reserved() const { return hdr[1] < chunk_cap ? hdr[1] : chunk_cap; }
@@ -66,6 +69,39 @@ struct LongList {
             slot = atomicAdd(reinterpret_cast<unsigned long long*>(hdr), 1ull);
             if (slot >= cap) slot = ~0ull;
         }
+        return own(slot, s, lo, len, first, chunks);
+    }
+
+    // add, by every lane of a warp at once (`want`: the lane lists its segment), with one
+    // atomic on each counter a warp in place of one a lane: the chunks in lane order, then an
+    // entry for each lane whose chunks fit, as add reserves them one lane at a time.
+    __device__ __forceinline__ bool add_warp(bool want, u64 s, u64 lo, u64 len, int chunk_log) const {
+        const unsigned lane = threadIdx.x & 31;
+        if (__ballot_sync(~0u, want) == 0) return false;
+        const u64 chunks = want ? (len + (1ull << chunk_log) - 1) >> chunk_log : 0;
+        u64 upto = chunks;  // the chunks of lanes 0 ..= lane
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const u64 v = __shfl_up_sync(~0u, upto, d);
+            if ((int)lane >= d) upto += v;
+        }
+        u64 base = 0;
+        if (lane == 31) base = atomicAdd(reinterpret_cast<unsigned long long*>(hdr + 1), (unsigned long long)upto);
+        const u64 first = __shfl_sync(~0u, base, 31) + upto - chunks;
+        const bool fits = want && first + chunks <= chunk_cap;
+        const unsigned fit = __ballot_sync(~0u, fits);
+        u64 slot0 = 0;
+        if (fit != 0 && lane == 31) slot0 = atomicAdd(reinterpret_cast<unsigned long long*>(hdr), (unsigned long long)__popc(fit));
+        const u64 slots = __shfl_sync(~0u, slot0, 31);
+        u64 slot = fits ? slots + __popc(fit & ((1u << lane) - 1)) : ~0ull;
+        if (slot != ~0ull && slot >= cap) slot = ~0ull;
+        return want && own(slot, s, lo, len, first, chunks);
+    }
+
+    // Names entry `slot` (~0: none, the list being full) as the owner of the reserved chunks
+    // first .. first + chunks that lie within the list, and fills it in with segment s; false
+    // where there is no entry.
+    __device__ __forceinline__ bool own(u64 slot, u64 s, u64 lo, u64 len, u64 first, u64 chunks) const {
         const unsigned tag = slot == ~0ull ? ~0u : (unsigned)slot;
         const u64 end = first + chunks < chunk_cap ? first + chunks : chunk_cap;
         for (u64 i = first; i < end; ++i) owner()[i] = tag;
@@ -93,6 +129,47 @@ __device__ __forceinline__ int scan_long_min_log(int tile_log) {
 }
 __device__ __forceinline__ LongList scan_long_list(u64* hdr, u64 n, int tile_log) {
     return LongList(hdr, n, scan_long_min_log(tile_log), tile_log);
+}
+
+// Lists segment s (positions lo .. lo + len) for the scan's long passes on tiles of
+// 2^logs[0] < 2^logs[1] < ... positions, whose lists lie one after another from `lists`
+// (as the host lays them out: src/segment/scan_gpu.rs, with_long_passes), by every lane of
+// a warp at once where WARP, else by the lanes that `want` to (`want`: the lane lists its
+// segment if it can): on the largest tile the segment fills, or, shorter than every one, on
+// the smallest from scan_long_min_log of it on. A segment of half a tile spends half of each block's positions; one of a tile or
+// more, at most the last tile's part. False where it is too short for any or its list is
+// full (its warp scans it).
+//
+// WARP: the warp's atomics on each list at once (LongList::add_warp), for warps that list
+// many segments a step (segments by offsets: a lane's own, on a list each lane picked, took
+// the thread kernel from 57 to 107 us listing 2^16 segments of 4096 f32, ncu; the warp's
+// made the whole scan of them 0.868 -> 0.769 ms against a lane's own on one list); else each
+// lane's own (LongList::add), for the scan by key, whose warps list at most a few runs a
+// span, and whose kernel ran the power-law runs 0.593 -> 0.741 ms with the warp's (H100;
+// BENCHMARKS.md, "Segments, thirtieth step"). The lists are walked in a loop, not
+// unrolled: the thread kernel keeps its 80 registers a thread (94 with this function a
+// call of its own).
+template <bool WARP, int LISTS>
+__device__ __forceinline__ bool list_for_scan(bool want, u64* lists, u64 n, const int (&logs)[LISTS], u64 s, u64 lo,
+                                              u64 len) {
+    if (WARP ? __ballot_sync(~0u, want) == 0 : !want) return false;
+    int pick = want && len >= (1ull << scan_long_min_log(logs[0])) ? 0 : -1;
+#pragma unroll
+    for (int k = 1; k < LISTS; ++k)
+        if (pick >= 0 && len >= (1ull << logs[k])) pick = k;
+    bool listed = false;
+    u64* hdr = lists;
+#pragma unroll 1
+    for (int k = 0; k < LISTS; ++k) {
+        const int log = k == 0 ? logs[0] : k == 1 ? logs[LISTS > 1 ? 1 : 0] : logs[LISTS > 2 ? 2 : 0];
+        const LongList l = scan_long_list(hdr, n, log);
+        if (WARP)
+            listed |= l.add_warp(pick == k, s, lo, len, log);
+        else if (pick == k)
+            listed = l.add(s, lo, len, log);
+        hdr += l.head_bytes() / sizeof(u64);
+    }
+    return listed;
 }
 
 }  // namespace cf

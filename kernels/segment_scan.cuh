@@ -5,7 +5,7 @@
 // and keeps the canonical prefix of the runs before on a binary counter (the grouping of
 // cf::PrefixStack, the CPU's twin); it hands a segment longer than CF_SCAN_WARP_MIN to its
 // whole warp (cf::warp_scan_tile, or cf::warp_scan_segment for one over CF_THREAD_MAX) or,
-// with a long list, one of half a tile of the device-wide scan or more to that scan's own
+// with long lists, one of half a tile of the device-wide scan or more to that scan's
 // tiles and look-back (kernels/scan.cuh, cf_scan_long: many blocks per segment). A warp per
 // segment (rows of a few hundred) runs cf::warp_scan_segment on each of its segments. A
 // block per segment scans tile after tile with the block-level scan of kernels/scan.cuh,
@@ -214,16 +214,12 @@ __device__ __forceinline__ void warp_scan_tile(const Op& op, const typename Op::
 #ifdef CF_SEGMENT_SCAN_KERNEL
 // The segmented scan, instantiated with CF_OP, CF_BLOCK, CF_GROUP (1: a thread per segment,
 // 32: a warp, or CF_BLOCK), CF_ITEMS (a power of two: positions per thread per tile), CF_ALGO,
-// CF_OP_BYTES and CF_LONG_TILE_LOG (log2 of the device-wide scan's tile for these types,
-// which the long pass uses). Segment s of x (rows: lo = s * stride, cols long; offsets:
-// offsets[s] .. offsets[s + 1]) is scanned into y at s * cols (rows, packed) or at lo
-// (offsets). `long_hdr`, for ragged offsets on the thread schedule, is the long list
-// (kernels/long_list.cuh) that cf_scan_long then takes; 0 otherwise. The scan by key
-// (cf_scan_by_key) may also define CF_LARGE_TILE_LOG, log2 of the device-wide scan's large
-// tiles, whose long list it then takes too; 0: none.
-#ifndef CF_LARGE_TILE_LOG
-#define CF_LARGE_TILE_LOG 0
-#endif
+// CF_OP_BYTES and CF_LIST_TILE_LOGS (log2 of the tiles of the device-wide scan's long
+// passes, ascending, comma-separated: one to three). Segment s of x (rows: lo = s * stride,
+// cols long; offsets: offsets[s] .. offsets[s + 1]) is scanned into y at s * cols (rows,
+// packed) or at lo (offsets). `lists`, for ragged offsets on the thread schedule and runs by
+// key, are the long lists (kernels/long_list.cuh, cf::list_for_scan), one for each of those
+// tiles, that cf_scan_long then takes; 0 otherwise.
 typedef CF_OP cf_op_t;
 typedef cf_op_t::In cf_in_t;
 typedef cf_op_t::Acc cf_acc_t;
@@ -250,9 +246,9 @@ __device__ __forceinline__ bool cf_scan_bounds(cf::u64 s, cf::u64 n, const cf::u
 // cf_scan_by_key's): lane l's segment, positions lo .. hi of x (`mine`: the lane holds one,
 // `valid`: it is to be scanned, into y from `at`), in `warp_stage` (the warp's
 // cf::SpanStage<CF_BLOCK>::BYTES of shared memory) where the warp's segments could be
-// staged. `s` names the segment in the long lists (kernels/long_list.cuh): `long_hdr` for
-// the device-wide scan's tiles of 2^CF_LONG_TILE_LOG, `large_hdr` for its large tiles of
-// 2^CF_LARGE_TILE_LOG (defined for the scan by key only); null for none.
+// staged. `s` names the segment in the long lists at `lists` (kernels/long_list.cuh,
+// cf::list_for_scan, with the warp's atomics at once where WARP_LISTS), one for each tile of
+// CF_LIST_TILE_LOGS; null for none.
 //
 // A segment of CF_SCAN_WARP_MIN or fewer positions is scanned by its lane
 // (cf::thread_scan); longer ones are then scanned by the whole warp, one after another
@@ -264,10 +260,11 @@ __device__ __forceinline__ bool cf_scan_bounds(cf::u64 s, cf::u64 n, const cf::u
 // (cf::stage_span) and, when outputs are as wide as inputs, scans each segment there in
 // place and stores the span back in coalesced stores. Adjacent segments have at == lo
 // (offsets and runs of keys; rows only when the stride is the row length).
+template <bool WARP_LISTS>
 __device__ __forceinline__ void cf_scan_thread_step(const cf_op_t& op, const cf_in_t* __restrict__ x, cf::u64 n,
                                                     bool mine, bool valid, cf::u64 s, cf::u64 lo, cf::u64 hi,
                                                     cf::u64 at, cf_out_t* __restrict__ y, bool exclusive,
-                                                    cf::u64* long_hdr, cf::u64* large_hdr, uint4* warp_stage) {
+                                                    cf::u64* lists, uint4* warp_stage) {
     constexpr int SPAN_BYTES = cf::SpanStage<CF_BLOCK>::BYTES;
     constexpr bool IN_PLACE = sizeof(cf_out_t) == sizeof(cf_in_t);
     cf_in_t* stage = reinterpret_cast<cf_in_t*>(warp_stage);
@@ -289,24 +286,20 @@ __device__ __forceinline__ void cf_scan_thread_step(const cf_op_t& op, const cf_
         cf_out_t* dst = staged && IN_PLACE ? ostage + skew + (lo - start) : y + at;
         cf::thread_scan<CF_SCAN_WARP_MIN>(op, src, (unsigned)(hi - lo), dst, exclusive);
     }
-    // With a long list (ragged offsets, runs by key), the longest go to the device-wide
-    // scan's tiles (kernels/scan.cuh, cf_scan_long): half a tile or more. (Segments of
-    // exactly half a tile stayed with the warps, one after another, before: 2^16 segments of
-    // 4096 f32 by offsets, H100, ms, two rounds, 0.917 / 0.923 there, 0.861 / 0.861 on the
-    // long pass; BENCHMARKS.md, "Segments, twenty-seventh step".)
-    // With a list for the large tiles too, a segment of a large tile or more goes there (the
-    // scan by key on large inputs; H100, 2^28 f32, ms, own / large tiles: 2^14 runs of 2^14
-    // 1.303 / 1.257, 16 runs of 2^24 1.376 / 1.305, but 2^16 runs of 4096, which half a
-    // large tile does not hold, 1.329 / 1.389 and 2^15 runs of 8192 1.280 / 1.342).
-#if CF_LARGE_TILE_LOG > 0
-    const bool large = longer && large_hdr && hi - lo >= (1ull << CF_LARGE_TILE_LOG) &&
-                       cf::scan_long_list(large_hdr, n, CF_LARGE_TILE_LOG).add(s, lo, hi - lo, CF_LARGE_TILE_LOG);
-#else
-    const bool large = false;
-#endif
-    const bool listed = large || (longer && long_hdr &&
-                                  hi - lo >= (1ull << cf::scan_long_min_log(CF_LONG_TILE_LOG)) &&
-                                  cf::scan_long_list(long_hdr, n, CF_LONG_TILE_LOG).add(s, lo, hi - lo, CF_LONG_TILE_LOG));
+    // With long lists (ragged offsets, runs by key), the longest go to the device-wide
+    // scan's tiles (kernels/scan.cuh, cf_scan_long): each to the largest tile it fills, from
+    // half the smallest on. (Segments of exactly half a tile stayed with the warps, one after
+    // another, before: 2^16 segments of 4096 f32 by offsets, H100, ms, two rounds, 0.917 /
+    // 0.923 there, 0.861 / 0.861 on the long pass; BENCHMARKS.md, "Segments, twenty-seventh
+    // step".) On the tile each fills rather than on one: H100, 2^28 f32 by offsets, ms, on
+    // the device-wide scan's own tiles of 8192 / on tiles of 4096: 2^16 segments of 4096
+    // 0.861 / 0.814, but 2^15 of 8192 0.825 / 0.893; by key, own / large tiles of 16384:
+    // 2^14 runs of 2^14 1.303 / 1.257, 16 runs of 2^24 1.376 / 1.305, but runs of 4096 1.329 /
+    // 1.389 (BENCHMARKS.md, "Segments, thirtieth step").
+    constexpr int LIST_LOGS[] = {CF_LIST_TILE_LOGS};
+    // (A staged span has no segment longer than CF_THREAD_MAX: stage_span's ballot said so.)
+    const bool listed =
+        lists && !staged && cf::list_for_scan<WARP_LISTS>(longer, lists, n, LIST_LOGS, s, lo, hi - lo);
     // The warp's segments, one after another: from the stage where it was staged (in
     // place where outputs are as wide as inputs: each lane writes only the positions it
     // has read), else from x to y. One call, so that its code (and registers) is there
@@ -338,7 +331,7 @@ __device__ __forceinline__ void cf_scan_thread_step(const cf_op_t& op, const cf_
 
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, const cf::u64* __restrict__ offsets,
-                cf::u64 stride, cf::u64 cols, unsigned exclusive, cf_out_t* __restrict__ y, cf::u64* long_hdr,
+                cf::u64 stride, cf::u64 cols, unsigned exclusive, cf_out_t* __restrict__ y, cf::u64* lists,
                 const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
 #if CF_GROUP == 1
@@ -355,7 +348,7 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
     cf::thread_steps<CF_BLOCK>(x, n, segments, offsets, stride, cols, [&](cf::u64 s, cf::u64 lo, cf::u64 hi) {
         cf::u64 at;
         const bool valid = cf_scan_place(s, n, offsets, cols, lo, hi, at) && s < segments;
-        cf_scan_thread_step(op, x, n, s < segments, valid, s, lo, hi, at, y, exclusive != 0, long_hdr, nullptr,
+        cf_scan_thread_step<true>(op, x, n, s < segments, valid, s, lo, hi, at, y, exclusive != 0, lists,
                             span_stage[threadIdx.x >> 5]);
     });
 #elif CF_GROUP == 32
@@ -429,8 +422,8 @@ cf_segment_scan(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, cons
 // (cf_scan_thread_step, as for segments by offsets): a run is scanned from its own first
 // position wherever that lies, since its canonical grouping counts from there, so a run
 // that crosses spans or tiles is read and written whole by the warp where it ends or, half
-// a tile of the device-wide scan or longer, with long lists, by cf_scan_long (on the large
-// tiles from a large tile on, where the host passes their list). Every
+// a tile of the device-wide scan or longer, with long lists, by cf_scan_long (on the
+// largest of the lists' tiles it fills). Every
 // position belongs to exactly one run, so each output is written once. The lists of heads
 // take the dynamic shared memory (src/segment/scan_gpu.rs, key_places_bytes), the warps'
 // stages the static.
@@ -438,8 +431,8 @@ typedef CF_KEY_WORD cf_key_t;
 extern "C" __global__ void __launch_bounds__(CF_BLOCK)
 cf_scan_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles,
                unsigned exclusive, cf_out_t* __restrict__ y, unsigned long long* ticket,
-               unsigned long long* agg_slots, unsigned long long* incl_slots, cf::u64* long_hdr,
-               cf::u64* large_hdr, const cf::OpBytes<CF_OP_BYTES> op_bytes) {
+               unsigned long long* agg_slots, unsigned long long* incl_slots, cf::u64* lists,
+               const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     typedef cf::KeyTile<cf_key_t, CF_KEY_ITEMS, CF_BLOCK / 32> key_tile_t;
     extern __shared__ uint4 cf_key_places[];
     __shared__ typename key_tile_t::Shared tile_shared;
@@ -456,7 +449,7 @@ cf_scan_by_key(const cf_key_t* __restrict__ keys, const cf_in_t* __restrict__ x,
         // Lanes past the last run take the first one's bounds (bounds >= 2 here), unused.
         const unsigned b = have ? j : 0u;
         const cf::u64 lo = tile.bound(b), hi = tile.bound(b + 1);
-        cf_scan_thread_step(op, x, n, have, have, tile.r0 + j, lo, hi, lo, y, exclusive != 0, long_hdr, large_hdr,
+        cf_scan_thread_step<false>(op, x, n, have, have, tile.r0 + j, lo, hi, lo, y, exclusive != 0, lists,
                             span_stage[threadIdx.x >> 5]);
     }
 }

@@ -577,12 +577,15 @@ fn few_long_runs_take_the_long_pass_with_the_same_bits() {
 
 #[test]
 #[ignore = "needs a CUDA device"]
-fn scan_by_key_lists_runs_for_the_own_and_the_large_tiles() {
-    // With the large tiles (`large_from` lowered to every input), the scan by key lists runs
-    // of a large tile or more for them and runs of half an own tile up to that for the own
-    // tiles (f32: own tiles of 8192, large of 16 384; f64: 4096 and 8192), on either side of
-    // each bound, between short runs; without them, every long run for the own tiles.
-    let s = seed("scan_by_key_lists_runs_for_the_own_and_the_large_tiles");
+fn scan_by_key_lists_runs_for_the_small_own_and_large_tiles() {
+    // The scan by key lists each long run for the largest tile it fills: with the large
+    // tiles (`large_from` lowered to every input), runs of a large tile or more for them,
+    // shorter ones of an own tile or more for the own, and those of half an own tile up to
+    // that for the small tiles where the types have them (f32: small tiles of 4096, own of
+    // 8192, large of 16 384; f64: own of 4096 from half of one, large of 8192), on either
+    // side of each bound, between short runs; without the large tiles, every run of an own
+    // tile or more for the own.
+    let s = seed("scan_by_key_lists_runs_for_the_small_own_and_large_tiles");
     let mut lengths = vec![
         5,
         2047,

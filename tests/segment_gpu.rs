@@ -756,7 +756,7 @@ fn every_builtin_segment_kernel_compiles_for_hopper() {
                     s.block,
                     s.items,
                     group,
-                    long.tile(),
+                    &[long.tile() / 2, long.tile(), long.tile() * 2],
                     "sm_90",
                 ) {
                     panic!(
@@ -912,13 +912,14 @@ long_tail_tests! {
 }
 
 /// A ragged shape with a long tail on the thread schedule, over 2^20 elements: segments of
-/// half a tile of the device-wide scan or more (and of 4096 or more) go to the long pass, the device-wide
-/// scan's tiles and look-back on each segment; every output has the bits of the CPU's
-/// whole-array scan of its segment.
+/// half a tile of the device-wide scan or more (and of 4096 or more) go to the long passes,
+/// the device-wide scan's tiles and look-back on each segment (f32: tiles of 8192; where the
+/// mean length is 4096 or more, tiles of 4096 for segments under 8192); every output has the
+/// bits of the CPU's whole-array scan of its segment.
 fn check_scan_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str) {
     let g = gpu();
     let s = seed(test);
-    // At and just over the list's limits for 4- to 16-byte accumulators (4096, 8192), a
+    // At and just over the lists' limits for 4- to 16-byte accumulators (4096, 8192), a
     // tile count that is not a power of two, more tiles than a look-back chunk (256), and a
     // long segment last.
     let (lengths, off, x) = long_tail_shape::<T>(
@@ -927,6 +928,8 @@ fn check_scan_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str)
             (5, 4097),
             (6, 4096),
             (700, 8193),
+            (701, 8191),
+            (702, 8192),
             (9_000, 300_001),
             (50_000, (1 << 20) + 5),
             (120_000, 3 << 21),
@@ -939,35 +942,56 @@ fn check_scan_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str)
             .plan(lengths.len() as u64, x.len() as u64, false);
     assert_eq!(plan.schedule, Schedule::Thread);
     check_scan_offsets(op, &x, &off, "long tail");
-    // Overlapping segments (valid one by one): twenty copies of the whole input, more tiles
-    // than the list holds; those that find no room are scanned by their warps. Every copy
-    // writes the same outputs (the scan of the whole input); decreasing offsets write none.
+    // A mean length of a small tile of the device-wide scan or more but under an own one
+    // (f32: 4096 and 8192): on the thread schedule, segments of half an own tile up to one
+    // listed for the small tiles, longer ones for the own, between short ones.
+    let mut r = Rng(s ^ 3);
+    let lengths: Vec<usize> = (0..200)
+        .map(|i| match i % 20 {
+            0 => 8192 + (r.next() % 12_000) as usize,
+            1..=4 => (r.next() % 300) as usize,
+            _ => 4096 + (r.next() % 4096) as usize,
+        })
+        .collect();
+    let off = csr_offsets(1, &lengths);
+    let x: Vec<T> = data(*off.last().unwrap() as usize + 3, s ^ 11);
+    assert!(x.len() >= 1 << 20);
+    check_scan_offsets(op, &x, &off, "a mean of a small tile");
+    // Overlapping segments (valid one by one): copies of one segment, more tiles than its
+    // list holds; those that find no room are scanned by their warps. Every copy writes the
+    // same outputs (the scan of the segment); decreasing offsets write none. Twenty copies of
+    // the whole input, and 300 of its first 5000 (more than the 257 entries a list has room
+    // for, with 2^20 elements).
     let n = 1usize << 20;
     let x: Vec<T> = data(n, s ^ 9);
-    let off: Vec<u64> = (0..41)
-        .map(|i| if i % 2 == 0 { 0 } else { n as u64 })
-        .collect();
-    let (xd, od) = (upload(g, &x), upload(g, &off));
+    let xd = upload(g, &x);
     let sc = g
         .segment_scanner_with::<T, O>(
             op,
             SegmentConfig::default().schedule(Some(Schedule::Thread)),
         )
         .unwrap();
-    for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
-        let want: Vec<Option<O::Out>> = Cpu::new()
-            .scan(&x, op, kind)
-            .unwrap()
-            .into_iter()
-            .map(Some)
+    for (copies, len) in [(20, n), (300, 5000)] {
+        let off: Vec<u64> = (0..=2 * copies)
+            .map(|i| if i % 2 == 0 { 0 } else { len as u64 })
             .collect();
-        let mut y = upload(g, &vec![poison::<O::Out>(); n]);
-        sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
-        compare(
-            &format!("{test}: overlapping, {kind:?}"),
-            &download(&y),
-            &want,
-        );
+        let od = upload(g, &off);
+        for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
+            let mut want: Vec<Option<O::Out>> = vec![None; n];
+            for (w, v) in want
+                .iter_mut()
+                .zip(Cpu::new().scan(&x[..len], op, kind).unwrap())
+            {
+                *w = Some(v);
+            }
+            let mut y = upload(g, &vec![poison::<O::Out>(); n]);
+            sc.scan_segments_into(&xd, &od, &mut y, kind).unwrap();
+            compare(
+                &format!("{test}: {copies} copies of {len}, {kind:?}"),
+                &download(&y),
+                &want,
+            );
+        }
     }
 }
 

@@ -24,16 +24,16 @@ use std::sync::OnceLock;
 
 /// The full CUDA source of the segmented scan kernel for `op` (run-time parameters
 /// `param_bytes` long) with `block` threads, `items` positions per thread per tile, `group`
-/// threads per segment (1, 32 or `block`), and `long_tile` positions in a tile of the
-/// device-wide scan for these types (a power of two: [`ScanShape::tile`] of the default
-/// [`Scanner`]), whose tiles take the longest segments of ragged offsets on the thread
-/// schedule.
+/// threads per segment (1, 32 or `block`), and `long_tiles`: the tiles of the device-wide
+/// scan's long passes (one to three, ascending powers of two, each a [`ScanShape::tile`]
+/// for these types), which take the longest segments of ragged offsets on the thread
+/// schedule, each segment on the largest tile it fills, or on the smallest from half of it.
 ///
 /// ```
 /// use cufold::ops::{Operator, Sum};
-/// let src = cufold::segment::scan_kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), 0, 256, 16, 1, 8192);
+/// let src = cufold::segment::scan_kernel_source(&<Sum as Operator<f32>>::cuda(&Sum), 0, 256, 16, 1, &[4096, 8192]);
 /// assert!(src.contains("#include \"cufold/segment_scan.cuh\"") && src.contains("#define CF_GROUP 1"));
-/// assert!(src.contains("#define CF_LONG_TILE_LOG 13"));
+/// assert!(src.contains("#define CF_LIST_TILE_LOGS 12,13"));
 /// ```
 pub fn scan_kernel_source(
     op: &CudaOp,
@@ -41,48 +41,52 @@ pub fn scan_kernel_source(
     block: u32,
     items: u32,
     group: u32,
-    long_tile: u64,
+    long_tiles: &[u64],
 ) -> String {
     jit::kernel_source(
         "segment_scan",
         op,
-        &scan_defines(param_bytes, block, items, group, long_tile),
+        &scan_defines(param_bytes, block, items, group, long_tiles),
     )
 }
 
-/// The defines of [`scan_kernel_source`].
+/// The defines of [`scan_kernel_source`]. Without long tiles, the tile of 8192 stands in
+/// (the kernel is then given no lists).
 fn scan_defines(
     param_bytes: usize,
     block: u32,
     items: u32,
     group: u32,
-    long_tile: u64,
+    long_tiles: &[u64],
 ) -> Vec<(&'static str, String)> {
+    let logs: Vec<String> = match long_tiles {
+        [] => vec!["13".into()],
+        tiles => tiles.iter().map(|t| t.ilog2().to_string()).collect(),
+    };
     vec![
         ("CF_BLOCK", block.to_string()),
         ("CF_GROUP", group.to_string()),
         ("CF_ITEMS", items.to_string()),
         ("CF_ALGO", ScanAlgorithm::Blelloch.cuda_id().to_string()),
         ("CF_OP_BYTES", param_bytes.to_string()),
-        ("CF_LONG_TILE_LOG", long_tile.ilog2().to_string()),
+        ("CF_LIST_TILE_LOGS", logs.join(",")),
     ]
 }
 
 /// The source of the one-pass scan by key (kernels/segment_scan.cuh, `cf_scan_by_key`): the
 /// thread schedule's ([`scan_kernel_source`] with a thread per segment) for keys whose
 /// unsigned word is `key_word`, in blocks of `block` threads of `items` positions a tile,
-/// listing runs for the long passes on tiles of `long_tile` positions and, unless
-/// `large_tile_log` is 0, of `2^large_tile_log`.
+/// listing runs for the long passes on `long_tiles`.
 fn scan_by_key_source(
     op: &CudaOp,
     param_bytes: usize,
-    (block, items, long_tile, large_tile_log): (u32, u32, u64, u32),
+    (block, items): (u32, u32),
+    long_tiles: &[u64],
     key_word: &str,
 ) -> String {
-    let mut defines = scan_defines(param_bytes, block, items, 1, long_tile);
+    let mut defines = scan_defines(param_bytes, block, items, 1, long_tiles);
     defines.push(("CF_KEY_WORD", key_word.to_string()));
     defines.push(("CF_KEY_ITEMS", by_key_items(block).to_string()));
-    defines.push(("CF_LARGE_TILE_LOG", large_tile_log.to_string()));
     jit::kernel_source("segment_scan", op, &defines)
 }
 
@@ -99,7 +103,7 @@ fn key_places_bytes(block: u32) -> u32 {
 ///
 /// ```no_run
 /// use cufold::ops::{Operator, Sum};
-/// let cubin = cufold::segment::compile_scan_kernel(&<Sum as Operator<f32>>::cuda(&Sum), 0, 256, 16, 256, 8192, "sm_90")?;
+/// let cubin = cufold::segment::compile_scan_kernel(&<Sum as Operator<f32>>::cuda(&Sum), 0, 256, 16, 256, &[8192], "sm_90")?;
 /// assert!(!cubin.is_empty());
 /// # Ok::<(), cufold::Error>(())
 /// ```
@@ -109,12 +113,12 @@ pub fn compile_scan_kernel(
     block: u32,
     items: u32,
     group: u32,
-    long_tile: u64,
+    long_tiles: &[u64],
     arch: &str,
 ) -> Result<Vec<u8>> {
     jit::probe_nvrtc()?;
     jit::compile(
-        &scan_kernel_source(op, param_bytes, block, items, group, long_tile),
+        &scan_kernel_source(op, param_bytes, block, items, group, long_tiles),
         &jit::compile_options(arch),
     )
 }
@@ -198,22 +202,23 @@ pub struct SegmentScanner<T: DeviceValue, O: Operator<T>> {
     /// inputs on [`Schedule::Whole`] (kernel in `large_fn`).
     large: Option<ScanShape>,
     large_fn: OnceLock<CudaFunction>,
-    /// The thread schedule's kernel, listing long segments for the long pass on the
-    /// device-wide scan's own tiles (0) or on its large tiles (1: [`SegmentScanner::long_pass`]).
-    thread_fns: [OnceLock<CudaFunction>; 2],
+    /// The thread schedule's kernels, listing long segments for the long passes of
+    /// [`SegmentScanner::thread_passes`]: on the device-wide scan's own tiles (`OWN`), on its
+    /// large tiles (`LARGE`), or on its small and own tiles (`SMALL`).
+    thread_fns: [OnceLock<CudaFunction>; 3],
     /// The warp schedule's kernels, by log2 of their positions a lane a tile
     /// ([`scan_warp_items`]: at most the scanner's own, a power of two).
     warp_fns: [OnceLock<CudaFunction>; WARP_ITEMS_LOGS],
     block_fn: OnceLock<CudaFunction>,
-    /// The long pass's kernels on the two tiles of `thread_fns`, and the blocks of each the
-    /// device holds at once.
-    long_fns: [OnceLock<(CudaFunction, u64)>; 2],
+    /// The long pass's kernels on the own, large and small tiles (`OWN`, `LARGE`, `SMALL`),
+    /// and the blocks of each the device holds at once.
+    long_fns: [OnceLock<(CudaFunction, u64)>; 3],
     rows_fns: [OnceLock<CudaFunction>; ROWS_SHAPES],
     whole: OnceLock<Scanner<T, O>>,
-    /// The one-pass scan by key's kernels, by log2 of the key's bytes, then by the long
-    /// passes they list runs for (none, the own tiles, the own and the large tiles:
-    /// [`SegmentScanner::by_key_passes`]).
-    by_key_fns: [[OnceLock<CudaFunction>; 3]; 4],
+    /// The one-pass scan by key's kernels, by log2 of the key's bytes, then by the number of
+    /// long passes they list runs for ([`SegmentScanner::by_key_passes`]: none, or the small
+    /// tiles where the types have them, the own tiles, and the large tiles for large inputs).
+    by_key_fns: [[OnceLock<CudaFunction>; 4]; 4],
     _input: PhantomData<fn(T)>,
 }
 
@@ -230,6 +235,14 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentScanner<T, O> {
 
 /// Shapes at most for rows on [`Schedule::Whole`] ([`tile_shapes`]).
 const ROWS_SHAPES: usize = 4;
+
+/// The long passes' tiles, by their cell in `long_fns` and the thread schedule's kernel
+/// that lists for them in `thread_fns` ([`SegmentScanner::thread_passes`]): the device-wide
+/// scan's own ([`SegmentScanner::long_shape`]), its large ([`ScanShape::large`]), and its
+/// small ([`SegmentScanner::small_shape`]).
+const OWN: usize = 0;
+const LARGE: usize = 1;
+const SMALL: usize = 2;
 
 /// Warp-schedule kernels at most: positions a lane a tile of 1 to 2^(WARP_ITEMS_LOGS - 1),
 /// at most a scanner's own ([`ScanShape::fitting`]: at most 32).
@@ -534,25 +547,65 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         self.tile_shapes.first().copied()
     }
 
-    /// The tiles of the long pass for `segments` segments by offsets over `n` elements, and
-    /// the index of its kernels in `thread_fns` and `long_fns`: the large tiles
-    /// ([`ScanShape::large`]) where the mean segment fills one and the input reaches the
-    /// device-wide scan's [`ScanConfig::large_from`], as for rows ([`Self::rows_shape`]);
-    /// else the device-wide scan's own ([`Self::long_shape`]). 16 segments of 2^24 f32 by
-    /// offsets took 0.944 ms in the long pass on the own tiles (256 x 32), 0.84 on the large
-    /// ones (512 x 32), 0.78 as rows (H100; BENCHMARKS.md, "Segments, sixteenth step").
-    fn long_pass(&self, segments: u64, n: u64) -> Option<(usize, ScanShape)> {
-        let own = self.long_shape()?;
-        match self.large_for(n / segments.max(1), n) {
-            Some(l) => Some((1, *l)),
-            None => Some((0, own)),
+    /// The device-wide scan's tiles of half its own ([`tile_shapes`]' second), for the long
+    /// segments that fill them but not one of its own: where they hold
+    /// `2^CF_SCAN_LONG_MIN_LOG` positions or more (the scan's lists take no shorter
+    /// segments). 2^16 segments of 4096 f32 by offsets, H100, ms: 0.861 on the own tiles
+    /// (256 x 32, each block's tile half empty), 0.814 on these (256 x 16); BENCHMARKS.md,
+    /// "Segments, thirtieth step".
+    fn small_shape(&self) -> Option<ScanShape> {
+        self.tile_shapes
+            .get(1)
+            .filter(|s| s.tile() >= 1 << defines::CF_SCAN_LONG_MIN_LOG)
+            .copied()
+    }
+
+    /// The thread schedule's kernel in `thread_fns[cell]` lists long segments for these
+    /// passes, ascending by tile, each with its cell in `long_fns`: for `LARGE`, the large
+    /// tiles; for `OWN`, the own ([`Self::long_shape`]); for `SMALL`, the small tiles
+    /// ([`Self::small_shape`]) and the own. Empty where the types have no device-wide shape.
+    fn thread_passes(&self, cell: usize) -> Vec<(usize, ScanShape)> {
+        let small = match cell {
+            LARGE => return self.large.map(|l| (LARGE, l)).into_iter().collect(),
+            SMALL => self.small_shape().map(|s| (SMALL, s)),
+            _ => None,
+        };
+        small
+            .into_iter()
+            .chain(self.long_shape().map(|s| (OWN, s)))
+            .collect()
+    }
+
+    /// The thread schedule's kernel (its cell in `thread_fns`) for `segments` segments by
+    /// offsets over `n` elements, by the mean length as for rows ([`Self::rows_shape`]):
+    /// `LARGE` where the mean segment fills a large tile ([`ScanShape::large`]) and the input
+    /// reaches the device-wide scan's [`ScanConfig::large_from`]; `SMALL` where it fills a
+    /// small tile ([`Self::small_shape`]) but not an own one; else `OWN`. 16 segments of 2^24
+    /// f32 by offsets took 0.944 ms in the long pass on the own tiles (256 x 32), 0.84 on the
+    /// large ones (512 x 32), 0.78 as rows (H100; BENCHMARKS.md, "Segments, sixteenth
+    /// step"). A pass of its own for the small tiles costs ragged lengths, whose longest
+    /// segments are few: power-law lengths (mean 5) with it, 0.415 -> 0.434-0.438 ms, its two
+    /// passes 24 and 43 us under ncu ("Segments, thirtieth step").
+    fn thread_cell(&self, segments: u64, n: u64) -> usize {
+        let mean = n / segments.max(1);
+        let own = self.long_shape().map_or(0, |s| s.tile());
+        if self.large_for(mean, n).is_some() {
+            LARGE
+        } else if self
+            .small_shape()
+            .is_some_and(|s| s.tile() <= mean && mean < own)
+        {
+            SMALL
+        } else {
+            OWN
         }
     }
 
     /// The large tiles ([`ScanShape::large`]) for segments of `len` elements (on average)
     /// in an input of `n`: where one fills a tile and the input reaches the device-wide
     /// scan's [`ScanConfig::large_from`] bytes; `None` otherwise or where the types have
-    /// none. The rule of rows ([`Self::rows_shape`]) and the long pass ([`Self::long_pass`]).
+    /// none. The rule of rows ([`Self::rows_shape`]) and the long passes
+    /// ([`Self::thread_cell`]).
     fn large_for(&self, len: u64, n: u64) -> Option<&ScanShape> {
         let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
         self.large
@@ -592,19 +645,20 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         // Ragged offsets on the thread schedule: segments of half a tile of the device-wide
         // scan or more (a long tail of lengths, or few long ones) are listed, then scanned by that
         // scan's tiles and look-back, each on its own (kernels/scan.cuh, cf_scan_long).
-        let long = match self.long_pass(args.segments, args.n) {
-            Some(l)
-                if plan.schedule == Schedule::Thread
-                    && args.off_ptr != 0
-                    && args.n >= LONG_PASS_MIN_N =>
-            {
-                Some(l)
-            }
-            _ => None,
+        let thread_cell = self.thread_cell(args.segments, args.n);
+        // The tiles the kernel lists long segments for (each cell's kernel is compiled for
+        // its own; the others' kernels get no lists), and whether it is given the lists.
+        let tiles: Vec<(usize, ScanShape)> = match plan.schedule {
+            Schedule::Thread => self.thread_passes(thread_cell),
+            _ => Vec::new(),
         };
+        let listing = plan.schedule == Schedule::Thread
+            && args.off_ptr != 0
+            && args.n >= LONG_PASS_MIN_N
+            && !tiles.is_empty();
         let (cell, group, block, items) = match plan.schedule {
             Schedule::Thread => (
-                &self.thread_fns[long.map_or(0, |l| l.0)],
+                &self.thread_fns[thread_cell],
                 1,
                 self.thread_block,
                 self.items,
@@ -625,26 +679,22 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             }
             _ => (&self.block_fn, self.block, self.block, self.items),
         };
-        // The tile the thread kernel lists long segments for: each cell's kernel is compiled
-        // for one (without a long shape the kernel gets no list, and the number is unused).
-        let long_tile = long
-            .map(|(_, s)| s)
-            .or_else(|| self.long_shape())
-            .map_or(1 << 13, |s| s.tile());
+        let long_tiles: Vec<u64> = tiles.iter().map(|(_, s)| s.tile()).collect();
         let f = get_or_try(cell, || {
             let cuda = self.op.cuda();
             self.gpu.kernel(
                 "cf_segment_scan",
                 &cuda,
-                &(block, items, group, self.param_bytes, long_tile),
-                || scan_kernel_source(&cuda, self.param_bytes, block, items, group, long_tile),
+                &(block, items, group, self.param_bytes, &long_tiles),
+                || scan_kernel_source(&cuda, self.param_bytes, block, items, group, &long_tiles),
             )
         })?;
         let exclusive = u32::from(kind == ScanKind::Exclusive);
-        // The segment kernel, with the long list at `hdr` (or none: 0).
+        // The segment kernel, with the long lists from `hdr` (or none: 0).
         let segments = |hdr: u64| {
-            // SAFETY: the caller's buffers; `hdr` is 0 or a long list with the layout the
-            // kernel derives from n and the tile (long_list_layout, cf::scan_long_list).
+            // SAFETY: the caller's buffers; `hdr` is 0 or the long lists one after another,
+            // with the layouts the kernel derives from n and the tiles (long_list_layout,
+            // cf::list_for_scan).
             unsafe {
                 launch_segments(
                     &self.gpu,
@@ -659,18 +709,18 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 )
             }
         };
-        match long {
-            // SAFETY: the caller's x and y; the kernel lists its long segments at `hdr`.
-            Some(l) => unsafe {
-                self.with_long_passes(
-                    &[l],
-                    (args.x_ptr, args.out_ptr, args.n),
-                    exclusive,
-                    0,
-                    |_, hdrs| segments(hdrs[0]),
-                )
-            },
-            None => segments(0),
+        if !listing {
+            return segments(0);
+        }
+        // SAFETY: the caller's x and y; the kernel lists its long segments from `hdrs[0]`.
+        unsafe {
+            self.with_long_passes(
+                &tiles,
+                (args.x_ptr, args.out_ptr, args.n),
+                exclusive,
+                0,
+                |_, hdrs| segments(hdrs[0]),
+            )
         }
     }
 
@@ -694,7 +744,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     }
 
     /// Enqueues `fill`, a launch that lists the long segments of `x` (`n` values, scanned
-    /// into `y`) at the long lists it is given (one for each of `passes`, in order), with
+    /// into `y`) at the long lists it is given (one for each of `passes`, in order, one
+    /// after another from the first, as `cf::list_for_scan` finds them), with
     /// `fill_slots` bytes of the scratch memory's slots for its own look-back, then each
     /// pass: every segment of its list scanned with the device-wide scan's tiles and
     /// look-back on the pass's tiles (kernels/scan.cuh, `cf_scan_long`; `which`: its kernel's
@@ -705,7 +756,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     ///
     /// `x` holds `n` values and `y` room for `n` outputs; `fill` lists only segments within
     /// them, each list laid out for `n` and its pass's tile (`long_list_layout`,
-    /// `cf::scan_long_list`).
+    /// `cf::scan_long_list`); `passes` ascend by tile.
     unsafe fn with_long_passes(
         &self,
         passes: &[(usize, ScanShape)],
@@ -767,21 +818,24 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         })
     }
 
-    /// The long passes of a scan by key over `n` values, with the index of each one's kernel
-    /// in `long_fns`: none for inputs under `LONG_PASS_MIN_N` or without a device-wide
-    /// shape; the own tiles ([`Self::long_shape`]) for runs of half a tile or more; and,
-    /// where the input reaches the device-wide scan's [`ScanConfig::large_from`] bytes, the
-    /// large tiles ([`ScanShape::large`]) for runs of a large tile or more. The runs' lengths
-    /// are not known before the pass, so each run is listed by its own.
+    /// The long passes of a scan by key over `n` values, ascending by tile, with the index of
+    /// each one's kernel in `long_fns`: none for inputs under `LONG_PASS_MIN_N`; else the
+    /// thread schedule's own and small tiles ([`Self::thread_passes`]) and, where the input
+    /// reaches the device-wide scan's [`ScanConfig::large_from`] bytes, the large tiles
+    /// ([`ScanShape::large`]). The runs' lengths are not known before the pass, so each run
+    /// is listed by its own, on the largest tile it fills (`cf::list_for_scan`).
     fn by_key_passes(&self, n: u64) -> Vec<(usize, ScanShape)> {
-        let Some(own) = self.long_shape().filter(|_| n >= LONG_PASS_MIN_N) else {
+        if n < LONG_PASS_MIN_N {
             return Vec::new();
-        };
-        let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
-        match self.large {
-            Some(l) if bytes >= self.config.get_scan().get_large_from() => vec![(0, own), (1, l)],
-            _ => vec![(0, own)],
         }
+        let mut passes = self.thread_passes(SMALL);
+        let bytes = n.saturating_mul(std::mem::size_of::<T>() as u64);
+        if let Some(l) = self.large {
+            if !passes.is_empty() && bytes >= self.config.get_scan().get_large_from() {
+                passes.push((LARGE, l));
+            }
+        }
+        passes
     }
 
     /// The one-pass scan by key (kernels/segment_scan.cuh, `cf_scan_by_key`) for keys of
@@ -793,19 +847,16 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         key_bytes: usize,
         passes: &[(usize, ScanShape)],
     ) -> Result<&CudaFunction> {
-        let cell = &self.by_key_fns[key_bytes.trailing_zeros() as usize][passes.len().min(2)];
+        let cell = &self.by_key_fns[key_bytes.trailing_zeros() as usize][passes.len()];
         get_or_try(cell, || {
             let word = key_word(key_bytes)?;
             let cuda = self.op.cuda();
             let (block, items) = (self.block, self.items);
-            // Without a long pass the kernel gets no list, and the tile is unused; the large
-            // tiles' log is 0 where there is no list for them.
-            let long_tile = passes.first().map_or(1 << 13, |(_, s)| s.tile());
-            let large_log = passes.get(1).map_or(0, |(_, s)| s.tile().ilog2());
-            let key = (block, items, self.param_bytes, long_tile, large_log, word);
+            // Without long passes the kernel gets no lists.
+            let long_tiles: Vec<u64> = passes.iter().map(|(_, s)| s.tile()).collect();
+            let key = (block, items, self.param_bytes, &long_tiles, word);
             let f = self.gpu.kernel("cf_scan_by_key", &cuda, &key, || {
-                let shape = (block, items, long_tile, large_log);
-                scan_by_key_source(&cuda, self.param_bytes, shape, word)
+                scan_by_key_source(&cuda, self.param_bytes, (block, items), &long_tiles, word)
             })?;
             let bytes = key_places_bytes(block);
             allow_dynamic_shared(&f, bytes as usize, || {
@@ -844,10 +895,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         let by_key = |lease: &Lease, hdrs: &[u64]| -> Result<()> {
             // Each tile's own mark, then its inclusive prefix (cf::chained_look_back).
             let (aggs, incls) = (lease.slots, lease.slots + mark_bytes as u64 / 2);
-            let (own_hdr, large_hdr) = (
-                hdrs.first().copied().unwrap_or(0),
-                hdrs.get(1).copied().unwrap_or(0),
-            );
+            let lists = hdrs.first().copied().unwrap_or(0);
             let mut b = stream.launch_builder(f);
             b.arg(&keys)
                 .arg(&x)
@@ -858,8 +906,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 .arg(&lease.ticket)
                 .arg(&aggs)
                 .arg(&incls)
-                .arg(&own_hdr)
-                .arg(&large_hdr)
+                .arg(&lists)
                 .arg(&*self.params);
             let cfg = LaunchConfig {
                 grid_dim: (tiles as u32, 1, 1),
@@ -867,11 +914,11 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 shared_mem_bytes: key_places_bytes(block),
             };
             // SAFETY: (const word* keys, const In* x, u64 n, u64 tiles, unsigned, Out* y,
-            // u64* ticket, u64* aggs, u64* incls, u64* long_hdr, u64* large_hdr, OpBytes):
+            // u64* ticket, u64* aggs, u64* incls, u64* lists, OpBytes):
             // the caller's buffers, y written at the runs' positions only; the ticket word's
             // count is zero and its high half the last epoch (the arena's contract); aggs and
-            // incls hold a slot of a 16-byte mark per tile each; each header is 0 or a
-            // cleared long list for n and the tiles the kernel was compiled for.
+            // incls hold a slot of a 16-byte mark per tile each; `lists` is 0 or the cleared
+            // long lists for n and the tiles the kernel was compiled for, one after another.
             unsafe { b.launch(cfg) }
                 .map(|_| ())
                 .map_err(|e| Error::driver("launching the scan by key", e))
