@@ -49,7 +49,7 @@
 //! values finds the runs a tile at a time (as `reduce_by_key_into` below) and scans each with
 //! the thread schedule's steps from the run's own first position, and, for inputs of 2^20
 //! or more, the runs of half a tile of the whole-array scan or more with that scan's tiles
-//! and look-back in a second launch.
+//! and look-back, each on the largest tile it fills, a launch for each tile size.
 //! [`KeyRuns::offsets_into`] never waits, nor does
 //! [`SegmentReducer::reduce_by_key_into`], the one-pass form into the caller's buffers (room
 //! for every key always suffices; the number of runs goes to a device buffer): a block takes

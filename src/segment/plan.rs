@@ -136,7 +136,9 @@ pub const SCAN_WHOLE_MIN_COLS: u64 = 2048;
 /// 0.865 / 1.059 (BENCHMARKS.md, "Segments, twenty-second step"). The rule is strict: at a
 /// mean of 4096, few segments keep a block each (many take the thread schedule anyway,
 /// [`plan`]; 2^16 segments of 4096 0.861 there, on the long pass since it takes segments of
-/// exactly half a tile, against 0.969 a block each: "Segments, twenty-seventh step").
+/// exactly half a tile, against 0.969 a block each: "Segments, twenty-seventh step"; 0.762 to
+/// 0.770 since the long pass puts them on tiles of 4096, "Segments, thirtieth step", which
+/// did not measure few segments of 4096 again).
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
