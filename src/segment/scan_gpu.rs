@@ -273,6 +273,27 @@ fn tile_shapes(sizes: TypeSizes, scan: &ScanConfig) -> Vec<ScanShape> {
     shapes
 }
 
+/// The second of `tile_shapes` (half the own tile), where it holds
+/// `2^CF_SCAN_LONG_MIN_LOG` positions or more ([`SegmentScanner::small_shape`]).
+fn small_of(tile_shapes: &[ScanShape]) -> Option<ScanShape> {
+    tile_shapes
+        .get(1)
+        .filter(|s| s.tile() >= 1 << defines::CF_SCAN_LONG_MIN_LOG)
+        .copied()
+}
+
+/// The thread kernel's cell for segments of `mean` elements on average
+/// ([`SegmentScanner::thread_cell`]): `LARGE` where `large` (they fill a large tile on a large
+/// input), `SMALL` where they fill a `small` tile but not an `own` one, else `OWN`.
+fn cell_for(mean: u64, large: bool, small: Option<u64>, own: Option<u64>) -> usize {
+    let fills_small = small.is_some_and(|s| s <= mean) && own.is_some_and(|o| mean < o);
+    match (large, fills_small) {
+        (true, _) => LARGE,
+        (false, true) => SMALL,
+        (false, false) => OWN,
+    }
+}
+
 impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
         check_scannable::<T, O>()?;
@@ -554,10 +575,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// (256 x 32, each block's tile half empty), 0.814 on these (256 x 16); BENCHMARKS.md,
     /// "Segments, thirtieth step".
     fn small_shape(&self) -> Option<ScanShape> {
-        self.tile_shapes
-            .get(1)
-            .filter(|s| s.tile() >= 1 << defines::CF_SCAN_LONG_MIN_LOG)
-            .copied()
+        small_of(&self.tile_shapes)
     }
 
     /// The thread schedule's kernel in `thread_fns[cell]` lists long segments for these
@@ -588,17 +606,12 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// passes 24 and 43 us under ncu ("Segments, thirtieth step").
     fn thread_cell(&self, segments: u64, n: u64) -> usize {
         let mean = n / segments.max(1);
-        let own = self.long_shape().map_or(0, |s| s.tile());
-        if self.large_for(mean, n).is_some() {
-            LARGE
-        } else if self
-            .small_shape()
-            .is_some_and(|s| s.tile() <= mean && mean < own)
-        {
-            SMALL
-        } else {
-            OWN
-        }
+        cell_for(
+            mean,
+            self.large_for(mean, n).is_some(),
+            self.small_shape().map(|s| s.tile()),
+            self.long_shape().map(|s| s.tile()),
+        )
     }
 
     /// The large tiles ([`ScanShape::large`]) for segments of `len` elements (on average)
@@ -1008,5 +1021,31 @@ mod tests {
         assert!(tile_shapes(f32s, &ScanConfig::default())
             .iter()
             .all(|s| s.resident));
+    }
+
+    #[test]
+    fn long_segments_take_small_tiles_where_the_mean_fills_one_but_not_an_own() {
+        let f32s = tile_shapes(TypeSizes::uniform(4), &ScanConfig::default());
+        let small = small_of(&f32s).map(|s| s.tile());
+        let own = Some(f32s[0].tile());
+        assert_eq!((small, own), (Some(4096), Some(8192)));
+        // f64: half the own tile is 2048, under the scan's lists' least length.
+        let f64s = tile_shapes(TypeSizes::uniform(8), &ScanConfig::default());
+        assert_eq!(small_of(&f64s), None);
+        for (mean, cell) in [
+            (5, OWN),
+            (4095, OWN),
+            (4096, SMALL),
+            (8191, SMALL),
+            (8192, OWN),
+        ] {
+            assert_eq!(cell_for(mean, false, small, own), cell, "mean {mean}");
+            assert_eq!(
+                cell_for(mean, false, None, own),
+                OWN,
+                "mean {mean}, no small tiles"
+            );
+        }
+        assert_eq!(cell_for(1 << 20, true, small, own), LARGE);
     }
 }
