@@ -2,9 +2,12 @@
 //! rows, a few long rows and power-law ragged lengths. GB/s counts compulsory traffic: the
 //! input once, the offsets once (ragged shapes) and the outputs; each time is the median of
 //! event-timed launches after warm-up, as `scripts/segment_peers.py` times PyTorch and CuPy.
-//! Every result is checked bit for bit against the CPU backend before timing.
+//! Every result is checked against the CPU backend before timing: bit for bit (the log-sum-exps
+//! within f32 rounding, below).
 //!
-//! Besides the reductions: `cumsum` (the inclusive segmented scan of each row or segment,
+//! The reductions: `sum`, `max`, `argmax` and `logsumexp`, a log-sum-exp by an operator made
+//! with `#[cufold::op]` (checked against the CPU within f32 rounding, since CUDA's `exp` and
+//! `ln` round differently from the CPU's). Besides the reductions: `cumsum` (the inclusive segmented scan of each row or segment,
 //! traffic: input, outputs and offsets once) and `sum_by_key` (`reduce_by_key` with key `i`
 //! on every element of segment `i`, so that its runs are the shape's segments; traffic: the
 //! keys, the input and the three outputs once; the time includes the one wait for the
@@ -17,8 +20,9 @@
 //!
 //! ```text
 //! cargo bench --bench gpu_segment -- [--shapes short,square,long,powerlaw,mid,wide,narrow]
-//!                                    [--ops sum,max,argmax,cumsum,sum_by_key,sum_by_key_into,
-//!                                           sum_by_key_no_lengths,cumsum_by_key]
+//!                                    [--ops sum,max,argmax,logsumexp,cumsum,
+//!                                           sum_by_key,sum_by_key_into,sum_by_key_no_lengths,
+//!                                           cumsum_by_key]
 //!                                    [--schedule thread|warp|lanes|block|whole]
 //!                                    [--block 256] [--thread-block 64] [--scan-block 256]
 //!                                    [--reps 20] [--json OUT.json]
@@ -36,15 +40,20 @@ use cufold::{Cpu, Gpu, ScanKind};
 
 #[path = "common/mod.rs"]
 mod common;
+/// `ln(Σ exp(x_i))` as a user writes it with `#[cufold::op]`: the operator of
+/// `examples/row_logsumexp.rs` (the `logsumexp` op).
+#[path = "../examples/common/log_sum_exp.rs"]
+mod log_sum_exp;
 use common::median_ms;
+use log_sum_exp::LogSumExp;
 
 /// The shapes run by default (the ones scripts/segment_peers.py also times).
 const DEFAULT_SHAPES: &str = "short,square,long,powerlaw,mid,wide,narrow";
 const ALL_SHAPES: &str =
     "short,square,long,powerlaw,mid,wide,narrow,rows2k,rows4k,long_offsets,few_offsets,offsets_128,\
      offsets_1k,offsets_4k,offsets_8k,offsets_16k,offsets_64k";
-const ALL_OPS: &str =
-    "sum,max,argmax,cumsum,sum_by_key,sum_by_key_into,sum_by_key_no_lengths,cumsum_by_key";
+const ALL_OPS: &str = "sum,max,argmax,logsumexp,cumsum,sum_by_key,sum_by_key_into,\
+     sum_by_key_no_lengths,cumsum_by_key";
 
 /// GPU segmented reductions and scans across shapes, GB/s of compulsory traffic, each result
 /// checked bit for bit against the CPU backend before timing. Lists are comma-separated.
@@ -63,7 +72,7 @@ struct Args {
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = DEFAULT_SHAPES,
           value_parser = clap::builder::PossibleValuesParser::new(ALL_SHAPES.split(',')))]
     shapes: Vec<String>,
-    /// The operations (cumsum: the segmented inclusive scan; sum_by_key: reduce_by_key;
+    /// The operations (logsumexp: a log-sum-exp by a macro-made operator; cumsum: the segmented inclusive scan; sum_by_key: reduce_by_key;
     /// sum_by_key_into: reduce_by_key_into; sum_by_key_no_lengths:
     /// reduce_by_key_into_without_lengths).
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = "sum,max,argmax",
@@ -209,6 +218,12 @@ fn shape(name: &str) -> Shape {
     }
 }
 
+/// Log-sum-exps within f32 rounding of the CPU's: the same trees, but `exp` and `ln` round
+/// differently in CUDA's library and the CPU's.
+fn near(a: &f32, b: &f32) -> bool {
+    (a - b).abs() <= 1e-5 * b.abs().max(1.0)
+}
+
 /// Values compared by their printed form: every field, no padding bytes (ArgMax's result
 /// has padding the GPU leaves as it finds it).
 fn same<X: std::fmt::Debug>(a: &X, b: &X) -> bool {
@@ -225,6 +240,7 @@ fn run<O: Operator<f32>>(
     x_host: &[f32],
     x: &CudaSlice<f32>,
     reps: usize,
+    agree: fn(&O::Out, &O::Out) -> bool,
     rows_out: &mut Vec<serde_json::Value>,
 ) -> Res<bool> {
     let stream = gpu.stream();
@@ -256,7 +272,7 @@ fn run<O: Operator<f32>>(
     let bad = got
         .iter()
         .zip(&want)
-        .position(|(g, w)| w.as_ref().is_some_and(|w| !same(g, w)));
+        .position(|(g, w)| w.as_ref().is_some_and(|w| !agree(g, w)));
     if let Some(i) = bad {
         eprintln!(
             "MISMATCH {name} {shape_name} segment {i}: GPU {:?}, CPU {:?}",
@@ -552,9 +568,14 @@ fn main() -> Res<()> {
         let x = gpu.stream().clone_htod(&host)?;
         for op in &ops {
             ok &= match op.as_str() {
-                "sum" => run(&gpu, Sum, op, s, &shape, &host, &x, reps, &mut rows)?,
-                "max" => run(&gpu, Max, op, s, &shape, &host, &x, reps, &mut rows)?,
-                "argmax" => run(&gpu, ArgMax, op, s, &shape, &host, &x, reps, &mut rows)?,
+                "sum" => run(&gpu, Sum, op, s, &shape, &host, &x, reps, same, &mut rows)?,
+                "max" => run(&gpu, Max, op, s, &shape, &host, &x, reps, same, &mut rows)?,
+                "argmax" => run(
+                    &gpu, ArgMax, op, s, &shape, &host, &x, reps, same, &mut rows,
+                )?,
+                "logsumexp" => run(
+                    &gpu, LogSumExp, op, s, &shape, &host, &x, reps, near, &mut rows,
+                )?,
                 "cumsum" => run_cumsum(&gpu, s, &shape, &host, &x, reps, &mut rows)?,
                 "sum_by_key" => {
                     run_sum_by_key(&gpu, s, &shape, &host, reps, ByKey::Waiting, &mut rows)?

@@ -11,44 +11,11 @@ use cufold::segment::Rows;
 use cufold::{Backend, Cpu};
 use std::time::Instant;
 
-#[derive(Clone, Copy, cufold::DeviceType)]
-#[repr(C)]
-struct Lse {
-    max: f32,
-    sum: f32,
-}
-
-/// `ln(Σ exp(x_i))` without overflow: each side keeps its maximum and the sum of
-/// `exp(x - max)`; combining rescales the side with the smaller maximum.
-#[derive(Clone, Copy, Debug, Default)]
-struct LogSumExp;
-
-#[cufold::op(commutative, empty = error)]
-impl LogSumExp {
-    fn identity() -> Lse {
-        Lse {
-            max: f32::NEG_INFINITY,
-            sum: 0.0,
-        }
-    }
-    fn lift(x: f32) -> Lse {
-        Lse { max: x, sum: 1.0 }
-    }
-    fn combine(a: Lse, b: Lse) -> Lse {
-        let m = a.max.max(b.max);
-        if m == f32::NEG_INFINITY {
-            a
-        } else {
-            Lse {
-                max: m,
-                sum: a.sum * (a.max - m).exp() + b.sum * (b.max - m).exp(),
-            }
-        }
-    }
-    fn finish(acc: Lse, _n: u64) -> f32 {
-        acc.max + acc.sum.ln()
-    }
-}
+// The operator (a maximum and a sum of `exp(x - max)` a side, one `exp` a combine), in a file
+// of its own so that benches/gpu_segment.rs times this very operator.
+#[path = "common/log_sum_exp.rs"]
+mod log_sum_exp;
+use log_sum_exp::LogSumExp;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();

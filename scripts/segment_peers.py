@@ -5,8 +5,11 @@ events around each call after warm-up, median), beside a device copy of the inpu
   python3 scripts/segment_peers.py [--shapes short,square,long,powerlaw,mid,wide,narrow] [--reps 20] [--json OUT]
 
 Shapes (the same lengths as the bench, from the same splitmix64 stream):
-  short     2^24 segments of 4..32 elements (CSR offsets)    torch.segment_reduce
-  square    2^14 x 2^14 rows                                  torch/cupy .sum/.amax/.argmax(dim=-1)
+  short     2^24 segments of 4..32 elements (CSR offsets)    torch.segment_reduce (logsumexp: its
+                                                              max, exp and sum, torch's own route)
+  square    2^14 x 2^14 rows                                  torch/cupy .sum/.amax/.argmax/.cumsum
+                                                              and torch.logsumexp (dim=-1),
+                                                              cupyx.scipy.special.logsumexp
   long      16 x 2^24 rows                                    the same
   powerlaw  Pareto(1.2) lengths from 1, capped at 2^22, until 2^26 elements (offsets)
   mid       2^18 x 2^10 rows (a softmax's rows)                as square
@@ -134,6 +137,7 @@ def main():
             record("torch", "max", median_ms(lambda: m.amax(dim=-1), a.reps))
             record("torch", "argmax", median_ms(lambda: m.argmax(dim=-1), a.reps))
             record("torch", "cumsum", median_ms(lambda: m.cumsum(dim=-1), a.reps))
+            record("torch", "logsumexp", median_ms(lambda: torch.logsumexp(m, dim=-1), a.reps))
             if cupy is not None:
                 cm = cupy.asarray(m)
                 def cp(fn):
@@ -142,11 +146,26 @@ def main():
                 record("cupy", "max", cp(lambda v: v.max(axis=-1)))
                 record("cupy", "argmax", cp(lambda v: v.argmax(axis=-1)))
                 record("cupy", "cumsum", cp(lambda v: v.cumsum(axis=-1)))
+                try:
+                    from cupyx.scipy.special import logsumexp as cp_lse
+                    record("cupy", "logsumexp", cp(lambda v: cp_lse(v, axis=-1)))
+                except Exception as e:  # noqa: BLE001
+                    print(f"no cupyx logsumexp: {e}", file=sys.stderr)
         else:
             off = torch.zeros(len(lengths) + 1, dtype=torch.int64, device="cuda")
             off[1:] = torch.from_numpy(np.cumsum(lengths)).cuda()
             for op, red in [("sum", "sum"), ("max", "max")]:
                 record("torch", op, median_ms(lambda: torch.segment_reduce(x, red, offsets=off), a.reps))
+            # torch has no segmented log-sum-exp: its dense logsumexp's route by segments (the
+            # maxima, exp(x - max) and their sums, for finite inputs).
+            lengths_dev = torch.from_numpy(lengths).cuda()
+
+            def seg_lse():
+                mx = torch.segment_reduce(x, "max", offsets=off)
+                e = torch.exp(x - torch.repeat_interleave(mx, lengths_dev, output_size=n))
+                return torch.log(torch.segment_reduce(e, "sum", offsets=off)) + mx
+            record("torch", "logsumexp", median_ms(seg_lse, a.reps))
+            del lengths_dev
         # By key: key i on segment i's elements (int32, as the bench's u32), the runs found by
         # unique_consecutive and summed by segment_reduce: torch's route to reduce_by_key.
         seg_lengths = torch.full((r,), c, dtype=torch.int64) if kind == "rows" else torch.from_numpy(lengths)
