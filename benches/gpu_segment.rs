@@ -7,9 +7,10 @@
 //!
 //! The reductions: `sum`, `max`, `argmax` and `logsumexp`, a log-sum-exp by an operator made
 //! with `#[cufold::op]` (checked against the CPU within f32 rounding, since CUDA's `exp` and
-//! `ln` round differently from the CPU's). Besides the reductions: `cumsum` (the inclusive segmented scan of each row or segment,
-//! traffic: input, outputs and offsets once) and `sum_by_key` (`reduce_by_key` with key `i`
-//! on every element of segment `i`, so that its runs are the shape's segments; traffic: the
+//! `ln` round differently from the CPU's). Besides the reductions: `cumsum` (the inclusive
+//! segmented scan of each row or segment, traffic: input, outputs and offsets once) and
+//! `sum_by_key` (`reduce_by_key` with key `i` on every element of segment `i`, so that its
+//! runs are the shape's segments; traffic: the
 //! keys, the input and the three outputs once; the time includes the one wait for the
 //! number of runs), `sum_by_key_into` (the one-pass `reduce_by_key_into`, into buffers
 //! with room for every key, no wait; the same traffic counted) and `sum_by_key_no_lengths`
@@ -56,7 +57,8 @@ const ALL_OPS: &str = "sum,max,argmax,logsumexp,cumsum,sum_by_key,sum_by_key_int
      sum_by_key_no_lengths,cumsum_by_key";
 
 /// GPU segmented reductions and scans across shapes, GB/s of compulsory traffic, each result
-/// checked bit for bit against the CPU backend before timing. Lists are comma-separated.
+/// checked against the CPU backend before timing (bit for bit, the log-sum-exps within f32
+/// rounding). Lists are comma-separated.
 // Each list is one value (`action = Set`) and `args_override_self` lets a flag repeat: the
 // last occurrence wins, as it did with the hand-written parser this replaced.
 #[derive(clap::Parser, Debug)]
@@ -68,13 +70,14 @@ const ALL_OPS: &str = "sum,max,argmax,logsumexp,cumsum,sum_by_key,sum_by_key_int
 struct Args {
     /// The shapes: 2^24 short ragged segments, a 2^14 x 2^14 matrix's rows, 16 rows of 2^24,
     /// power-law ragged lengths, 2^18 rows of 1024, 2^15 of 8192, 2^21 of 128 (and, when
-    /// asked for, 2^17 rows of 2048 and 2^16 of 4096).
+    /// asked for, 2^17 rows of 2048 and 2^16 of 4096); `offsets_<count>x<len>`: `count`
+    /// segments of `len` by offsets.
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = DEFAULT_SHAPES,
-          value_parser = clap::builder::PossibleValuesParser::new(ALL_SHAPES.split(',')))]
+          value_parser = shape_name)]
     shapes: Vec<String>,
-    /// The operations (logsumexp: a log-sum-exp by a macro-made operator; cumsum: the segmented inclusive scan; sum_by_key: reduce_by_key;
-    /// sum_by_key_into: reduce_by_key_into; sum_by_key_no_lengths:
-    /// reduce_by_key_into_without_lengths).
+    /// The operations (logsumexp: a log-sum-exp by a macro-made operator; cumsum: the
+    /// segmented inclusive scan; sum_by_key: reduce_by_key; sum_by_key_into:
+    /// reduce_by_key_into; sum_by_key_no_lengths: reduce_by_key_into_without_lengths).
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = "sum,max,argmax",
           value_parser = clap::builder::PossibleValuesParser::new(ALL_OPS.split(',')))]
     ops: Vec<String>,
@@ -156,6 +159,21 @@ enum Shape {
 /// The lengths the issue names, from a fixed seed (the peers script draws the same ones).
 /// splitmix64 here, not rand: scripts/segment_peers.py must draw the very same lengths in
 /// NumPy, and splitmix is four lines in either language.
+/// `offsets_<count>x<len>`'s count and length.
+fn counted(name: &str) -> Option<(usize, u64)> {
+    let (count, len) = name.strip_prefix("offsets_")?.split_once('x')?;
+    Some((count.parse().ok()?, len.parse().ok()?))
+}
+
+/// A shape the bench knows: one of [`ALL_SHAPES`] or `offsets_<count>x<len>`.
+fn shape_name(name: &str) -> Result<String, String> {
+    if ALL_SHAPES.split(',').any(|s| s == name) || counted(name).is_some() {
+        Ok(name.to_string())
+    } else {
+        Err(format!("one of {ALL_SHAPES}, or offsets_<count>x<len>"))
+    }
+}
+
 fn shape(name: &str) -> Shape {
     let mut state = 0x5eed_u64;
     let mut next = move || {
@@ -212,9 +230,10 @@ fn shape(name: &str) -> Shape {
             }
             Shape::Offsets(offsets(&mut lengths.into_iter()))
         }
-        other => {
-            panic!("unknown shape {other}: one of {ALL_SHAPES}")
-        }
+        other => match counted(other) {
+            Some((count, len)) => Shape::Offsets(offsets(&mut (0..count).map(|_| len))),
+            None => panic!("unknown shape {other}: one of {ALL_SHAPES}"),
+        },
     }
 }
 
