@@ -86,8 +86,9 @@ pub use by_key::{compile_runs_kernel, runs_kernel_source, ByKey, DeviceByKey, Ke
 pub use gpu::{compile_kernel, kernel_source, SegmentReducer};
 pub use plan::{
     plan, plan_reduction, plan_scan, split_chunk_log, with_schedule, Schedule, SegmentPlan, LANES,
-    LANES_MAX_BYTES, REDUCE_WARP_MAX_MEAN, SCAN_OFFSETS_LONG_MEAN, SCAN_THREAD_MAX_COLS,
-    SCAN_WHOLE_MIN_COLS, THREAD_MAX_MEAN, WARP_MAX_MEAN, WHOLE_MIN_LEN,
+    LANES_MAX_BYTES, REDUCE_WARP_MAX_MEAN, SCAN_OFFSETS_FEW, SCAN_OFFSETS_LONG_MEAN,
+    SCAN_OFFSETS_LONG_MIN_TOTAL, SCAN_THREAD_MAX_COLS, SCAN_WHOLE_MIN_COLS, THREAD_MAX_MEAN,
+    WARP_MAX_MEAN, WHOLE_MIN_LEN,
 };
 pub use scan_gpu::{
     compile_scan_kernel, compile_scan_long_kernel, scan_kernel_source, SegmentScanner,

@@ -126,35 +126,61 @@ pub fn plan_reduction(
 /// against 2230 (thread), which they keep. BENCHMARKS.md, "Segments, eighth step".
 pub const SCAN_WHOLE_MIN_COLS: u64 = 2048;
 
-/// Mean length over which a scan of segments by offsets of 2^20 elements or more takes
-/// [`Schedule::Thread`] ([`plan_scan`]) whatever their number, where the types have a
-/// device-wide scan: the thread schedule's long pass then scans each segment of 4096
-/// positions or more (or of half the tile it takes) on the device-wide scan's tiles, where
-/// a block per segment scans its tiles one after another. Measured on an H100 (f32
-/// inclusive sums, 2^28 elements in all, one call, ms, thread against a block per segment):
-/// segments of 8192 0.824 / 1.013, of 16384 0.814 / 1.039, of 65536 0.835 / 1.066, of 2^19
-/// 0.865 / 1.059 (BENCHMARKS.md, "Segments, twenty-second step"). The rule is strict: at a
-/// mean of 4096, few segments keep a block each (many take the thread schedule anyway,
-/// [`plan`]; 2^16 segments of 4096 0.861 there, on the long pass since it takes segments of
-/// exactly half a tile, against 0.969 a block each: "Segments, twenty-seventh step"; 0.762 to
-/// 0.770 since the long pass puts them on tiles of 4096, "Segments, thirtieth step", which
-/// did not measure few segments of 4096 again).
+/// Mean length from which a scan of segments by offsets takes [`Schedule::Thread`]
+/// ([`plan_scan`]) whatever their number, where the types have a device-wide scan and the
+/// input holds [`SCAN_OFFSETS_LONG_MIN_TOTAL`] elements or more (or at least 2^20 in fewer
+/// than [`SCAN_OFFSETS_FEW`] segments): the thread schedule's long pass then scans each
+/// segment of 4096 positions or more (or of half the tile it takes) on the device-wide scan's
+/// tiles, many blocks to a segment, where a block per segment scans its tiles one after
+/// another. Measured on an H100 (f32 inclusive sums, 2^28 elements in all, one call, ms,
+/// thread against a block per segment): segments of 8192 0.824 / 1.013, of 16384 0.814 /
+/// 1.039, of 65536 0.835 / 1.066, of 2^19 0.865 / 1.059 (BENCHMARKS.md, "Segments,
+/// twenty-second step"); segments of 4096, since the long pass puts them on tiles of 4096:
+/// 2^12 of them 0.066 / 0.071, 2^14 0.203 / 0.251 ("Segments, thirty-first step").
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
-/// use cufold::segment::{plan_scan, Schedule, SCAN_OFFSETS_LONG_MEAN};
+/// use cufold::segment::{plan_scan, Schedule, SCAN_OFFSETS_LONG_MEAN, SCAN_OFFSETS_LONG_MIN_TOTAL};
 /// let h100 = DeviceProps { sm_count: 132, max_threads_per_sm: 2048 };
 /// let by_offsets = |segments: u64, mean: u64| {
 ///     plan_scan(segments, segments * mean, false, true, None, 256, &h100).schedule
 /// };
-/// assert_eq!(by_offsets(512, SCAN_OFFSETS_LONG_MEAN + 1), Schedule::Thread);
-/// assert_eq!(by_offsets(512, SCAN_OFFSETS_LONG_MEAN), Schedule::Block);
+/// let many = SCAN_OFFSETS_LONG_MIN_TOTAL / SCAN_OFFSETS_LONG_MEAN;
+/// assert_eq!(by_offsets(many, SCAN_OFFSETS_LONG_MEAN), Schedule::Thread);
+/// assert_eq!(by_offsets(many, SCAN_OFFSETS_LONG_MEAN - 1), Schedule::Block);
+/// assert_eq!(by_offsets(many / 2, SCAN_OFFSETS_LONG_MEAN), Schedule::Block); // 2^22 elements
+/// assert_eq!(by_offsets(16, 1 << 16), Schedule::Thread); // 2^20 elements in few segments
 /// assert_eq!(by_offsets(16, 8192), Schedule::Block); // 2^17 elements: no long pass
 /// ```
 // The long pass's own least length (CF_SCAN_LONG_MIN_LOG, kernels/long_list.cuh), so that
 // the rule follows the kernel's.
 pub const SCAN_OFFSETS_LONG_MEAN: u64 =
     1 << crate::gpu::jit::embedded::defines::CF_SCAN_LONG_MIN_LOG;
+
+/// Elements from which segments by offsets of a mean of [`SCAN_OFFSETS_LONG_MEAN`] or more
+/// take the thread schedule's long pass in a scan ([`plan_scan`]). Below it a block per
+/// segment is as fast or faster where the segments number [`SCAN_OFFSETS_FEW`] or more: the
+/// thread schedule takes a launch for its steps and one for each long pass, a block per
+/// segment one in all. Measured on an H100
+/// (f32 inclusive sums, one call, two rounds, ms, thread against a block per segment;
+/// BENCHMARKS.md, "Segments, thirty-first step"):
+///
+/// | elements | segments of 4096 | of 8192 | of 16384 |
+/// |---|---|---|---|
+/// | 2^20 | 0.019-0.021 / 0.011-0.012 | 0.016-0.019 / 0.013-0.014 | 0.019 / 0.017 |
+/// | 2^22 | 0.026 / 0.023-0.024 | 0.023-0.024 / 0.024-0.025 | 0.025 / 0.025 |
+/// | 2^23 | 0.039-0.043 / 0.040-0.041 | | |
+/// | 2^24 | 0.066 / 0.071 | 0.062 / 0.075 | 0.063 / 0.082 |
+/// | 2^26 | 0.203 / 0.251 | | 0.205 / 0.263-0.264 |
+pub const SCAN_OFFSETS_LONG_MIN_TOTAL: u64 = 1 << 23;
+
+/// Segments by offsets below which a scan of a mean of [`SCAN_OFFSETS_LONG_MEAN`] or more takes
+/// the thread schedule's long pass from 2^20 elements on ([`plan_scan`]), under
+/// [`SCAN_OFFSETS_LONG_MIN_TOTAL`] too: a block per segment would leave most multiprocessors
+/// idle, each scanning its segment's tiles one after another, where the long pass gives each
+/// segment many blocks. (From 64 segments on, a block per segment was as fast or faster at
+/// 2^20 to 2^22 elements; fewer segments under 2^23 elements were not measured.)
+pub const SCAN_OFFSETS_FEW: u64 = 64;
 
 /// Warps of 32 segments a multiprocessor gets at least where the scan takes the thread
 /// schedule for segments by offsets that [`plan`] gives a warp; with fewer segments, few
@@ -186,9 +212,10 @@ pub const SCAN_THREAD_MAX_COLS: u64 = 32;
 ///   every multiprocessor four warps of 32 segments or more (the thread schedule hands
 ///   segments over 32 to the thread's warp, and its longest to a pass of their own), else a
 ///   block;
-/// - segments by offsets over [`SCAN_OFFSETS_LONG_MEAN`] on average, 2^20 elements or more
-///   in all, where the types have a device-wide scan: a thread, whose long pass scans each
-///   long one on the device-wide scan's tiles;
+/// - segments by offsets of [`SCAN_OFFSETS_LONG_MEAN`] or more on average,
+///   [`SCAN_OFFSETS_LONG_MIN_TOTAL`] elements or more in all (2^20 or more in fewer than
+///   [`SCAN_OFFSETS_FEW`] segments), where the types have a device-wide scan: a thread, whose
+///   long pass scans each long one on the device-wide scan's tiles;
 /// - [`Schedule::Whole`] for [`Schedule::Split`] (rows), a block for `Whole` or `Split`
 ///   forced on segments by offsets, and a warp for [`Schedule::Lanes`] (the scan has no
 ///   groups of lanes).
@@ -233,8 +260,9 @@ pub fn plan_scan(
         // idle).
         None if !rows
             && whole
-            && mean > SCAN_OFFSETS_LONG_MEAN
-            && total >= super::gpu::LONG_PASS_MIN_N =>
+            && mean >= SCAN_OFFSETS_LONG_MEAN
+            && (total >= SCAN_OFFSETS_LONG_MIN_TOTAL
+                || (total >= super::gpu::LONG_PASS_MIN_N && segments < SCAN_OFFSETS_FEW)) =>
         {
             Schedule::Thread
         }
@@ -609,14 +637,24 @@ mod tests {
             (1 << 17, 2048, false, true, Schedule::Thread),
             (1 << 21, 128, false, true, Schedule::Thread),
             (1 << 12, 1024, false, true, Schedule::Block),
-            (1 << 12, 4096, false, true, Schedule::Block),
             (16, 8192, false, true, Schedule::Block),
-            // Long ones by offsets: the thread schedule's long pass, whatever their number.
+            // Long ones by offsets, 2^23 elements or more: the thread schedule's long pass,
+            // whatever their number.
+            (1 << 12, 4096, false, true, Schedule::Thread),
+            (1 << 11, 4096, false, true, Schedule::Thread),
+            (1 << 14, 4096, false, true, Schedule::Thread),
             (1 << 12, 4097, false, true, Schedule::Thread),
-            (128, 8192, false, true, Schedule::Thread),
             (1 << 14, 1 << 14, false, true, Schedule::Thread),
             (512, 1 << 19, false, true, Schedule::Thread),
+            // Under 2^23 elements: a block per segment from 64 segments on, the long pass
+            // for fewer (from 2^20 elements on).
+            (1 << 11, 4095, false, true, Schedule::Block),
+            (1 << 10, 4096, false, true, Schedule::Block),
+            (128, 8192, false, true, Schedule::Block),
+            (64, 1 << 16, false, true, Schedule::Block),
+            (63, 1 << 16, false, true, Schedule::Thread),
             (1, 1 << 20, false, true, Schedule::Thread),
+            (1, (1 << 20) - 1, false, true, Schedule::Block),
             // Types without a device-wide scan: rows up to a warp's lengths take a warp.
             (1 << 14, 1 << 14, true, false, Schedule::Block),
             (1 << 17, 2048, true, false, Schedule::Warp),
