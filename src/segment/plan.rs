@@ -161,9 +161,8 @@ pub const SCAN_OFFSETS_LONG_MEAN: u64 =
 /// take the thread schedule's long pass in a scan ([`plan_scan`]). Below it a block per
 /// segment is as fast or faster where the segments number [`SCAN_OFFSETS_FEW`] or more: the
 /// thread schedule takes a launch for its steps and one for each long pass, a block per
-/// segment one in all. Measured on an H100
-/// (f32 inclusive sums, one call, two rounds, ms, thread against a block per segment;
-/// BENCHMARKS.md, "Segments, thirty-first step"):
+/// segment one in all. Measured on an H100 (f32 inclusive sums, one call, two rounds, ms,
+/// thread against a block per segment; BENCHMARKS.md, "Segments, thirty-first step"):
 ///
 /// | elements | segments of 4096 | of 8192 | of 16384 |
 /// |---|---|---|---|
@@ -256,8 +255,8 @@ pub fn plan_scan(
         None if rows && whole && mean >= SCAN_WHOLE_MIN_COLS => Schedule::Whole,
         // Long segments by offsets: the thread schedule's long pass scans each on the
         // device-wide scan's tiles (as rows take `Whole`), where a block per segment scans
-        // its tiles one after another (and few such segments leave most multiprocessors
-        // idle).
+        // its tiles one after another; on smaller inputs a block per segment is as fast,
+        // unless the segments are few enough to leave most multiprocessors idle.
         None if !rows
             && whole
             && mean >= SCAN_OFFSETS_LONG_MEAN
