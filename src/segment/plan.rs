@@ -136,7 +136,7 @@ pub const SCAN_WHOLE_MIN_COLS: u64 = 2048;
 /// thread against a block per segment): segments of 8192 0.824 / 1.013, of 16384 0.814 /
 /// 1.039, of 65536 0.835 / 1.066, of 2^19 0.865 / 1.059 (BENCHMARKS.md, "Segments,
 /// twenty-second step"); segments of 4096, since the long pass puts them on tiles of 4096:
-/// 2^12 of them 0.066 / 0.071, 2^14 0.203 / 0.251 ("Segments, thirty-first step").
+/// 2^12 of them 0.066 / 0.071, 2^14 0.203 / 0.251 ("Segments, thirty-second step").
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
@@ -162,7 +162,7 @@ pub const SCAN_OFFSETS_LONG_MEAN: u64 =
 /// segment is as fast or faster where the segments number [`SCAN_OFFSETS_FEW`] or more: the
 /// thread schedule takes a launch for its steps and one for each long pass, a block per
 /// segment one in all. Measured on an H100 (f32 inclusive sums, one call, two rounds, ms,
-/// thread against a block per segment; BENCHMARKS.md, "Segments, thirty-first step"):
+/// thread against a block per segment; BENCHMARKS.md, "Segments, thirty-second step"):
 ///
 /// | elements | segments of 4096 | of 8192 | of 16384 |
 /// |---|---|---|---|
