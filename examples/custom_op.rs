@@ -20,44 +20,12 @@ use std::time::Instant;
 
 // ---- 1. log-sum-exp: the accumulator is (max, sum of exp(x - max)) ----------------------
 
-#[derive(Clone, Copy, cufold::DeviceType)]
-#[repr(C)]
-struct Lse {
-    max: f32,
-    sum: f32,
-}
-
-/// `ln(Σ exp(x_i))` without overflow: each side keeps its maximum and the sum of
-/// `exp(x - max)`; combining rescales the side with the smaller maximum.
-#[derive(Clone, Copy, Debug, Default)]
-struct LogSumExp;
-
-#[cufold::op(commutative, empty = error)]
-impl LogSumExp {
-    fn identity() -> Lse {
-        Lse {
-            max: f32::NEG_INFINITY,
-            sum: 0.0,
-        }
-    }
-    fn lift(x: f32) -> Lse {
-        Lse { max: x, sum: 1.0 }
-    }
-    fn combine(a: Lse, b: Lse) -> Lse {
-        let m = a.max.max(b.max);
-        if m == f32::NEG_INFINITY {
-            a
-        } else {
-            Lse {
-                max: m,
-                sum: a.sum * (a.max - m).exp() + b.sum * (b.max - m).exp(),
-            }
-        }
-    }
-    fn finish(acc: Lse, _n: u64) -> f32 {
-        acc.max + acc.sum.ln()
-    }
-}
+// The operator, written once with `#[cufold::op]`: a maximum and a sum of `exp(x - max)` a
+// side, the side with the smaller maximum rescaled at each combine (the same operator as
+// examples/row_logsumexp.rs, in the file both examples and the segment bench include).
+#[path = "common/log_sum_exp.rs"]
+mod log_sum_exp;
+use log_sum_exp::LogSumExp;
 
 // ---- 2. a complete operator: affine maps x -> a*x + b, composed in order ---------------
 

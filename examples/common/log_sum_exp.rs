@@ -1,5 +1,6 @@
-//! The log-sum-exp operator of `examples/row_logsumexp.rs`, written once with
-//! `#[cufold::op]`; `benches/gpu_segment.rs` times the same operator (its `logsumexp`).
+//! The log-sum-exp operator of `examples/row_logsumexp.rs` and `examples/custom_op.rs`, written
+//! once with `#[cufold::op]`; `benches/gpu_segment.rs` times the same operator (its
+//! `logsumexp`).
 
 /// A side of a log-sum-exp: its largest value and the sum of `exp(x - max)` over it.
 #[derive(Clone, Copy, cufold::DeviceType)]
