@@ -91,7 +91,8 @@ struct LongList {
         const bool fits = want && first + chunks <= chunk_cap;
         const unsigned fit = __ballot_sync(~0u, fits);
         u64 slot0 = 0;
-        if (fit != 0 && lane == 31) slot0 = atomicAdd(reinterpret_cast<unsigned long long*>(hdr), (unsigned long long)__popc(fit));
+        if (fit != 0 && lane == 31)
+            slot0 = atomicAdd(reinterpret_cast<unsigned long long*>(hdr), (unsigned long long)__popc(fit));
         const u64 slots = __shfl_sync(~0u, slot0, 31);
         u64 slot = fits ? slots + __popc(fit & ((1u << lane) - 1)) : ~0ull;
         if (slot != ~0ull && slot >= cap) slot = ~0ull;
@@ -136,9 +137,9 @@ __device__ __forceinline__ LongList scan_long_list(u64* hdr, u64 n, int tile_log
 // (as the host lays them out: src/segment/scan_gpu.rs, with_long_passes), by every lane of
 // a warp at once where WARP, else by the lanes that `want` to (`want`: the lane lists its
 // segment if it can): on the largest tile the segment fills, or, shorter than every one, on
-// the smallest from scan_long_min_log of it on. A segment of half a tile spends half of each block's positions; one of a tile or
-// more, at most the last tile's part. False where it is too short for any or its list is
-// full (its warp scans it).
+// the smallest from scan_long_min_log of it on. A segment of half a tile spends half of each
+// block's positions; one of a tile or more, at most the last tile's part. False where it is
+// too short for any or its list is full (its warp scans it).
 //
 // WARP: the warp's atomics on each list at once (LongList::add_warp), for warps that list
 // many segments a step (segments by offsets: a lane's own, on a list each lane picked, took
@@ -161,6 +162,8 @@ __device__ __forceinline__ bool list_for_scan(bool want, u64* lists, u64 n, cons
     u64* hdr = lists;
 #pragma unroll 1
     for (int k = 0; k < LISTS; ++k) {
+        // List k's log by selects on k (at most three lists), so that the rolled loop reads
+        // no array by a run-time index (the form the thread kernel kept 80 registers with).
         const int log = k == 0 ? logs[0] : k == 1 ? logs[LISTS > 1 ? 1 : 0] : logs[LISTS > 2 ? 2 : 0];
         const LongList l = scan_long_list(hdr, n, log);
         if (WARP)
