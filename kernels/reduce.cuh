@@ -255,7 +255,7 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
     }
 
     if (gridDim.x == 1) {
-        if (threadIdx.x == 0) out[0] = op.finish(total, n);
+        if (threadIdx.x == 0) store_out(out, op.finish(total, n));
         return;
     }
     if (threadIdx.x == 0) {
@@ -272,7 +272,7 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
     const u64 m = gridDim.x;
     PartialLoader<Op> pl{partials, m};
     Acc r = tile_reduce<Op, BLOCK, FINAL_K, 1>(op, pl, 0, next_pow2(m), smem[0]);
-    if (threadIdx.x == 0) out[0] = op.finish(r, n);
+    if (threadIdx.x == 0) store_out(out, op.finish(r, n));
 }
 
 }  // namespace cf

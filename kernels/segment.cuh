@@ -533,7 +533,7 @@ __device__ __forceinline__ void group_pass(const Op& op, const typename Op::In* 
     const u64 lo = have ? q.lo[k] : 0;
     const unsigned m = have ? q.len[k] : 0;
     const typename Op::Acc v = group_tree<GL, VEC, ORDER_FREE>(op, x + lo, m, next_pow2_32(m));
-    if (have && lane % GL == 0) out[q.s[k]] = op.finish(v, m);
+    if (have && lane % GL == 0) store_out(out + q.s[k], op.finish(v, m));
 }
 
 // The lanes' segments that `mine` marks (segment s at lo, len positions) joined to the
@@ -793,9 +793,9 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
     if constexpr (ORDER_FREE) {
         if (valid && len <= LANE_MAX) {
             if (len > 0)
-                out[s] = op.finish(thread_fold<LANE_MAX>(op, x + lo, len), len);
+                store_out(out + s, op.finish(thread_fold<LANE_MAX>(op, x + lo, len), len));
             else if (write_empty)
-                out[s] = op.finish(op.identity(), 0);
+                store_out(out + s, op.finish(op.identity(), 0));
         }
     } else {
         const bool alone = valid && len <= LANE_MAX;
@@ -847,7 +847,7 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
             r = segment_tree<Op, 32, K, VEC, ORDER_FREE>(op, ld, 0, b - a, next_pow2(b - a), smem, 0, calls);
         }
         const u64 at = __shfl_sync(~0u, s, j);
-        if (lane == 0) out[at] = op.finish(r, b - a);
+        if (lane == 0) store_out(out + at, op.finish(r, b - a));
     }
     // The lane's own segment's tree, from `raw`: cf::padded_tree's tree, cut at
     // next_pow2(len). (A version that built it, and cf::padded_tree's, through shared
@@ -861,9 +861,9 @@ __device__ __forceinline__ void thread_step(const Op& op, const typename Op::In*
 #pragma unroll
                 for (unsigned i = 0; i < LANE_MAX; ++i) items[i] = i < len ? op.lift(raw[i], (u64)i) : op.identity();
                 thread_reduce(op, items, next_pow2_32(len));
-                out[s] = op.finish(items[0], len);
+                store_out(out + s, op.finish(items[0], len));
             } else if (write_empty) {
-                out[s] = op.finish(op.identity(), 0);
+                store_out(out + s, op.finish(op.identity(), 0));
             }
         }
     }
@@ -1084,7 +1084,7 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
                 if (more) fetch(next, ahead);
                 const cf_acc_t t =
                     cf::join_fetched<cf_op_t, CF_GROUP, CF_K, CF_VEC, CF_GROUP>(op, raw, at, cols, limit, nullptr);
-                if (leader && first + sub < segments) out[first + sub] = op.finish(t, cols);
+                if (leader && first + sub < segments) cf::store_out(out + first + sub, op.finish(t, cols));
                 if (!more) return;
                 first = next;
 #pragma unroll
@@ -1099,14 +1099,14 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         const bool mine = s < segments;
         const cf::u64 r = mine ? s : segments - 1;
         if (cols == 0) {
-            if (write_empty && leader && mine) out[s] = op.finish(op.identity(), 0);
+            if (write_empty && leader && mine) cf::store_out(out + s, op.finish(op.identity(), 0));
             continue;
         }
         const cf_in_t* row = x + r * stride;
         const cf::SegmentLoader<cf_op_t, CF_VEC> ld{row, cols, (reinterpret_cast<unsigned long long>(row) & 15) == 0};
         const cf_acc_t t =
             cf::lanes_tree<cf_op_t, CF_GROUP, CF_K, CF_VEC, CF_ORDER_FREE != 0>(op, ld, cols, cf::next_pow2(cols));
-        if (leader && mine) out[s] = op.finish(t, cols);
+        if (leader && mine) cf::store_out(out + s, op.finish(t, cols));
     }
 #else
     constexpr int GROUPS = CF_BLOCK / CF_GROUP;
@@ -1120,9 +1120,9 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
             op, x, (cf::u64)blockIdx.x * GROUPS + group, (cf::u64)gridDim.x * GROUPS, segments,
             [&](cf::u64 s, cf::u64& lo, cf::u64& hi) { return cf_bounds(s, n, offsets, stride, cols, lo, hi); },
             [&](cf::u64 s) { cf::prefetch_bounds(s, offsets); },
-            [&](cf::u64 s, const cf_acc_t& r, cf::u64 len) { out[s] = op.finish(r, len); },
+            [&](cf::u64 s, const cf_acc_t& r, cf::u64 len) { cf::store_out(out + s, op.finish(r, len)); },
             [&](cf::u64 s) {
-                if (write_empty && leader) out[s] = op.finish(op.identity(), 0);
+                if (write_empty && leader) cf::store_out(out + s, op.finish(op.identity(), 0));
             },
             smem, warp);
         return;
@@ -1135,14 +1135,14 @@ cf_segment_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 segments, co
         cf::u64 lo, hi;
         if (!cf_bounds(s, n, offsets, stride, cols, lo, hi)) continue;
         if (hi == lo) {
-            if (write_empty && leader) out[s] = op.finish(op.identity(), 0);
+            if (write_empty && leader) cf::store_out(out + s, op.finish(op.identity(), 0));
             continue;
         }
         const cf::SegmentLoader<cf_op_t, CF_VEC> ld{x + lo, hi - lo, (reinterpret_cast<unsigned long long>(x + lo) & 15) == 0};
         const cf_acc_t r =
             cf::segment_tree<cf_op_t, CF_GROUP, CF_K, CF_VEC, CF_ORDER_FREE != 0>(
                 op, ld, 0, hi - lo, cf::next_pow2(hi - lo), smem, warp, calls);
-        if (leader) out[s] = op.finish(r, hi - lo);
+        if (leader) cf::store_out(out + s, op.finish(r, hi - lo));
     }
 #endif
 }
@@ -1198,7 +1198,7 @@ cf_segment_long_combine(cf::u64 n, cf::u64* long_hdr, cf_out_t* __restrict__ out
         const cf::PartialLoader<cf_op_t> ld{partials + first, (len + (1ull << cl) - 1) >> cl};
         // One warp: no block stage, so no shared memory.
         const cf_acc_t t = cf::tile_reduce_at<cf_op_t, 32, 8, 1>(op, ld, 0, cf::next_pow2(len) >> cl, nullptr, 0);
-        if ((threadIdx.x & 31) == 0) out[s] = op.finish(t, len);
+        if ((threadIdx.x & 31) == 0) cf::store_out(out + s, op.finish(t, len));
     }
 }
 
@@ -1242,7 +1242,7 @@ cf_segment_combine(const cf_acc_t* __restrict__ partials, cf::u64 rows, cf::u64 
     for (cf::u64 r = blockIdx.x; r < rows; r += gridDim.x) {
         const cf::PartialLoader<cf_op_t> ld{partials + r * per_row, per_row};
         const cf_acc_t t = cf::tile_reduce<cf_op_t, CF_BLOCK, 8, 1>(op, ld, 0, padded, smem[calls++ & 1]);
-        if (threadIdx.x == 0) out[r] = op.finish(t, cols);
+        if (threadIdx.x == 0) cf::store_out(out + r, op.finish(t, cols));
     }
 }
 #endif

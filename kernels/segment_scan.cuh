@@ -166,7 +166,7 @@ __device__ __forceinline__ void thread_scan(const Op& op, const typename Op::In*
         run_outputs(op, a, p, has, after, (u64)b, exclusive, o);
 #pragma unroll
         for (int j = 0; j < G; ++j)
-            if (b + j < n) y[b + j] = o[j];
+            if (b + j < n) store_out(y + b + j, o[j]);
     }
 }
 
@@ -198,7 +198,7 @@ __device__ __forceinline__ void warp_scan_tile(const Op& op, const typename Op::
     run_outputs(op, a, p, has, after, (u64)pos, exclusive, o);
 #pragma unroll
     for (int j = 0; j < J; ++j)
-        if (pos + j < n) y[pos + j] = o[j];
+        if (pos + j < n) store_out(y + pos + j, o[j]);
 }
 
 }  // namespace cf

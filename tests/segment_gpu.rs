@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaViewMut};
 use cufold::ops::*;
 use cufold::scan::ScanConfig;
 use cufold::segment::{Rows, Schedule, SegmentConfig};
@@ -296,6 +296,128 @@ fn check_arg_specials<T: cufold::Element, O: Operator<T, Out = Indexed<T>>>(
     let want = expected(&x, &off, op);
     let (xd, od) = (upload(g, &x), upload(g, &off));
     compare_on_every_schedule(op, &xd, &od, &want, "specials");
+}
+
+/// An arg-operator's output for a value under 8 bytes (`Indexed<f32>`, `Indexed<u8>`) is 16
+/// bytes with padding after the value, and every byte of it is written, the padding as zeros:
+/// outputs whose padding is left as it was have no whole 32-byte sector, and the H100 read each
+/// sector from memory to merge the writes into it (BENCHMARKS.md, "Segments, thirty-third
+/// step"). Segments by offsets on every schedule, rows on every row schedule and segments
+/// scanned on the thread schedule, each into words of ones, against the CPU's values.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn arg_outputs_are_written_whole() {
+    fn one<T: Gen + cufold::Element, O: Operator<T, Out = Indexed<T>>>(op: O, s: u64) {
+        let g = gpu();
+        let mut r = Rng(s);
+        // Lanes, groups of lanes, a warp and several tiles; none empty, since an arg-operator
+        // leaves an empty segment's output alone.
+        let lengths: Vec<usize> = (0..3000)
+            .map(|_| match r.next() % 8 {
+                0 => 33 + (r.next() % 40) as usize,
+                1 => 65 + (r.next() % 190) as usize,
+                2 if r.next() % 16 == 0 => 2000 + (r.next() % 3000) as usize,
+                _ => 1 + (r.next() % 32) as usize,
+            })
+            .collect();
+        let off = csr_offsets(0, &lengths);
+        let n = *off.last().unwrap() as usize;
+        let x: Vec<T> = data(n, s ^ 1);
+        let (xd, od) = (upload(g, &x), upload(g, &off));
+        // Runs `write` into words of ones seen as `len` outputs; the outputs it wrote (their
+        // padding checked to be zeros) against `want`.
+        let check = |what: &str,
+                     len: usize,
+                     want: &[Option<Indexed<T>>],
+                     write: &dyn Fn(&mut CudaViewMut<'_, Indexed<T>>)| {
+            let mut words = upload(g, &vec![u64::MAX; 2 * len]);
+            {
+                // SAFETY: 2 * len words hold len outputs of 16 bytes, aligned as the words are.
+                let mut out = unsafe { words.transmute_mut::<Indexed<T>>(len) }.unwrap();
+                write(&mut out);
+            }
+            let words = download(&words);
+            let value_bits = 8 * std::mem::size_of::<T>();
+            let got: Vec<Indexed<T>> = words
+                .chunks(2)
+                .enumerate()
+                .map(|(i, w)| {
+                    assert_eq!(
+                        w[0] >> value_bits,
+                        0,
+                        "{what}, output {i}: padding not written as zeros: {:#018x}",
+                        w[0]
+                    );
+                    // SAFETY: the value is the word's first bytes (little-endian), any bits valid.
+                    Indexed {
+                        value: unsafe { std::mem::transmute_copy::<u64, T>(&w[0]) },
+                        index: w[1],
+                    }
+                })
+                .collect();
+            compare(what, &got, want);
+        };
+        let want = expected(&x, &off, op);
+        for schedule in SCHEDULES {
+            let r = g
+                .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+                .unwrap();
+            check(
+                &format!("{} over {}, offsets, {schedule:?}", O::NAME, T::cuda_name()),
+                want.len(),
+                &want,
+                &|out| r.reduce_segments_into(&xd, &od, out).unwrap(),
+            );
+        }
+        for cols in [100, 3000] {
+            let rows = Rows::new(n / cols, cols);
+            let want: Vec<_> = (0..rows.rows)
+                .map(|i| Cpu::new().reduce(&x[i * cols..(i + 1) * cols], op).ok())
+                .collect();
+            for schedule in SCHEDULES
+                .into_iter()
+                .chain([Some(Schedule::Whole), Some(Schedule::Split)])
+            {
+                let r = g
+                    .segment_reducer_with::<T, O>(op, SegmentConfig::default().schedule(schedule))
+                    .unwrap();
+                check(
+                    &format!(
+                        "{} over {}, {rows:?}, {schedule:?}",
+                        O::NAME,
+                        T::cuda_name()
+                    ),
+                    rows.rows,
+                    &want,
+                    &|out| r.reduce_rows_into(&xd, rows, out).unwrap(),
+                );
+            }
+        }
+        // Scans on the thread schedule: its lanes' segments and its warp's of 33 to 256.
+        let short: Vec<usize> = lengths.iter().map(|&l| l.min(256)).collect();
+        let off = csr_offsets(0, &short);
+        let m = *off.last().unwrap() as usize;
+        let od = upload(g, &off);
+        let sc = g
+            .segment_scanner_with::<T, O>(
+                op,
+                SegmentConfig::default().schedule(Some(Schedule::Thread)),
+            )
+            .unwrap();
+        let want = expected_scan(&Cpu::new(), &x[..m], &off, op, ScanKind::Inclusive);
+        check(
+            &format!("{} over {}, scanned", O::NAME, T::cuda_name()),
+            m,
+            &want,
+            &|out| {
+                sc.scan_segments_into(&xd.slice(..m), &od, out, ScanKind::Inclusive)
+                    .unwrap()
+            },
+        );
+    }
+    let s = seed("arg_outputs_are_written_whole");
+    one::<f32, _>(ArgMax, s);
+    one::<u8, _>(ArgMin, s ^ 2);
 }
 
 /// The thread schedule in blocks of 32 to 1024 threads (`SegmentConfig::thread_block`,
