@@ -101,7 +101,7 @@ __device__ __forceinline__ void store_run(Out* y, u64 n, u64 pos, bool aligned, 
     }
 #pragma unroll
     for (int j = 0; j < J; ++j)
-        if (pos + j < n) y[pos + j] = o[j];
+        if (pos + j < n) store_out(y + pos + j, o[j]);
 }
 
 // Vectors of a run of J values of type T: J * sizeof(T) / 16 when that is whole (else 0).
