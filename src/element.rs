@@ -41,6 +41,14 @@ pub unsafe trait DeviceValue:
     /// types with fields of one type say true; `#[derive(cufold::DeviceType)]` computes it.
     /// The default, false, is always safe.
     ///
+    /// It matters for speed in an operator's output type too. A kernel may store a struct
+    /// field by field and leave its padding unwritten; outputs written so (one a segment, or
+    /// a scan's) leave every 32-byte sector partly written, and an H100 then reads each one
+    /// from memory to merge the writes (f32 `ArgMax` over 2^24 short segments: 13% slower;
+    /// BENCHMARKS.md, "Segments, thirty-third step"). cufold writes its own `Indexed` whole,
+    /// padding as zeros; for an output struct of your own, an explicit padding field (set in
+    /// `finish`) makes it dense.
+    ///
     /// ```
     /// use cufold::DeviceValue;
     /// assert!(f32::DENSE && cufold::ops::Affine::<f64>::DENSE);
