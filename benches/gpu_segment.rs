@@ -244,7 +244,7 @@ fn near(a: &f32, b: &f32) -> bool {
 }
 
 /// Values compared by their printed form: every field, no padding bytes (ArgMax's result
-/// has padding the GPU leaves as it finds it).
+/// has padding, which the GPU writes as zeros and the CPU's values leave undefined).
 fn same<X: std::fmt::Debug>(a: &X, b: &X) -> bool {
     format!("{a:?}") == format!("{b:?}")
 }

@@ -1,7 +1,7 @@
 // cufold: moving values between global memory and registers.
 //
 // `cf::load_cg` reads values other blocks of the same launch wrote (around L1). `cf::store_out`
-// writes an output, every byte of it.
+// writes an output (an arg- operator's whole, its padding too).
 // `cf::load_run` / `cf::store_run` move a thread's run of J contiguous values, with 16-byte
 // accesses where the run is aligned and whole. Staging (`cf::stage_runs`, `cf::lift_staged`,
 // `cf::store_run_warp`) moves a warp's 32 runs through shared memory so that global
