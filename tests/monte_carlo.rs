@@ -76,6 +76,85 @@ fn bad_input_is_an_error() {
     assert_eq!(e.kind(), ErrorKind::InvalidConfig);
 }
 
+/// x -> the sum of eight draws: a sample of eight draws, whose runs reach 2^64 draws at
+/// 2^61 samples.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sum8;
+
+#[cufold::transform]
+impl Sum8 {
+    fn apply(x: [f32; 8]) -> f32 {
+        x[0] + x[1] + x[2] + x[3] + x[4] + x[5] + x[6] + x[7]
+    }
+}
+
+/// Counts the tree (2^62 positions) or the Philox counter (2^64 draws) cannot index, each
+/// with a bound the call takes; a wrong count used to panic (past 2^63) or run forever.
+fn too_large_counts() -> [(u64, bool); 6] {
+    // (n, whether it needs eight draws per sample to be too large)
+    [
+        (u64::MAX, false),
+        (1 << 63, false),
+        ((1 << 62) + 1, false),
+        (u64::MAX, true),
+        ((1 << 61) + 1, true),
+        (1 << 62, true),
+    ]
+}
+
+#[test]
+fn counts_past_the_tree_or_the_counter_are_an_error_before_any_work() {
+    let cpu = Cpu::new();
+    let start = std::time::Instant::now();
+    let mc = MonteCarlo::<f32, _>::new(Identity);
+    let eight = MonteCarlo::<[f32; 8], _>::new(Sum8).reduce_with(Sum);
+    for (n, needs_eight) in too_large_counts() {
+        let e = if needs_eight {
+            cpu.monte_carlo(&eight, n).unwrap_err()
+        } else {
+            cpu.monte_carlo(&mc, n).unwrap_err()
+        };
+        assert_eq!(e.kind(), ErrorKind::TooLarge, "n = {n}: {e}");
+        assert!(e.to_string().contains("samples"), "{e}");
+        if !needs_eight {
+            let e = cpu.monte_carlo(&mc.reduce_with(Sum), n).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::TooLarge, "n = {n}: {e}");
+        }
+    }
+    assert!(start.elapsed().as_secs() < 5, "{:?}", start.elapsed());
+    // Just under the bounds is not refused by the check (runs are not started here), and
+    // small runs of eight draws still run.
+    let e = cpu.monte_carlo(&eight, 1 << 10).unwrap();
+    assert!((e - 4096.0).abs() < 200.0, "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_refuses_counts_past_the_tree_or_the_counter() {
+    use cufold::dist::{ChunkLayout, GpuRank, LocalGroup};
+    let gpu = gpu();
+    let mc = MonteCarlo::<f32, _>::new(Identity);
+    let eight = MonteCarlo::<[f32; 8], _>::new(Sum8).reduce_with(Sum);
+    let one = gpu.integrator(&mc).unwrap();
+    let eights = gpu.integrator(&eight).unwrap();
+    for (n, needs_eight) in too_large_counts() {
+        let (e, p) = if needs_eight {
+            (eights.estimate(n).unwrap_err(), eights.plan(n).unwrap_err())
+        } else {
+            (one.estimate(n).unwrap_err(), one.plan(n).unwrap_err())
+        };
+        assert_eq!(e.kind(), ErrorKind::TooLarge, "n = {n}: {e}");
+        assert_eq!(p.kind(), ErrorKind::TooLarge, "n = {n}: {p}");
+    }
+    // The distributed estimate checks the whole run (2^62 samples of eight draws: 2^65
+    // draws), on every rank alike.
+    let rank = GpuRank::new(gpu.clone(), LocalGroup::new(1).pop().unwrap());
+    let layout = ChunkLayout::new(1 << 62, 1).unwrap();
+    let e = rank.monte_carlo(&layout, &eight).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TooLarge, "{e}");
+    assert!(eights.estimate(1 << 10).is_ok());
+}
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn gpu_draws_the_cpu_samples_bit_for_bit() {

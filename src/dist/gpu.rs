@@ -398,7 +398,7 @@ impl<C: Collective> GpuRank<C> {
             &mc.get_seed().to_le_bytes(),
             format!("{:?}", mc.get_draws()).as_bytes(),
         ]);
-        let est = ChunkEstimator::new(&self.gpu, mc, range.start);
+        let est = ChunkEstimator::new(&self.gpu, mc, range.start, layout.len());
         let (nodes, _) = exchange(&self.comm, call, layout, n, &op, est, |est| {
             if n == 0 {
                 return Ok(None);

@@ -1,7 +1,7 @@
 //! Fused Monte Carlo on the CPU: the same samples (the same Philox words), the same map and
 //! operator, the same canonical tree, on all cores.
 
-use super::{check_sample, DrawScalar, Draws, MonteCarlo, Sample};
+use super::{check_sample, check_samples, DrawScalar, Draws, MonteCarlo, Sample};
 use crate::cpu::Cpu;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ops::check::check_empty;
@@ -70,7 +70,10 @@ impl Cpu {
     /// so for maps and operators built from `+ - * /`, min, max and comparisons the same bits.
     ///
     /// Errors: `n = 0` for an operator without an empty value, a sample of no draws, and
-    /// `n` past what a `usize` counts.
+    /// ([`ErrorKind::TooLarge`](crate::ErrorKind::TooLarge)) `n` past 2^62 (the most
+    /// positions the tree indexes, as on the GPU) or past 2^64 draws in all (the Philox
+    /// counter's range: `n * DIMS <= 2^64`), or past what a `usize` counts; checked before
+    /// any work.
     ///
     /// ```
     /// use cufold::monte_carlo::MonteCarlo;
@@ -86,6 +89,7 @@ impl Cpu {
     ) -> Result<O::Out> {
         check_sample::<S>()?;
         check_empty::<S, Mapped<F, O>>(n)?;
+        check_samples::<S>(0, n)?;
         let count = usize::try_from(n).map_err(|_| {
             Error::new(
                 ErrorKind::TooLarge,

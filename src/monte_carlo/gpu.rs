@@ -1,7 +1,7 @@
 //! Fused Monte Carlo on the GPU: one compiled kernel per (sample, map, operator) type,
 //! one launch per estimate, on the caller's stream.
 
-use super::{check_sample, MonteCarlo, Sample};
+use super::{check_sample, check_samples, MonteCarlo, Sample};
 use crate::error::{Error, ErrorKind, Result};
 use crate::gpu::{jit, Gpu};
 use crate::ops::check::{check_empty, check_reduce_output};
@@ -126,12 +126,7 @@ fn mc_kernel<S: Sample, P: Operator<S>>(
     let cuda = op.cuda();
     let params = op.params();
     let param_bytes = params.bytes().len();
-    let function = gpu.kernel(
-        "cf_monte_carlo",
-        &cuda,
-        &(shape(), draws, param_bytes),
-        || kernel_source(&cuda, param_bytes, draws),
-    )?;
+    let function = gpu.kernel("cf_monte_carlo", kernel_source(&cuda, param_bytes, draws))?;
     Ok((function, ParamBlob::new(&params, P::name)?, param_bytes))
 }
 
@@ -212,6 +207,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn plan(&self, n: u64) -> Result<ReducePlan> {
+        check_samples::<S>(0, n)?;
         plan(n, &shape(), &self.gpu.inner.props)
     }
 
@@ -219,7 +215,9 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
     /// for the stream).
     ///
     /// Errors: `n = 0` for an operator without an empty value (as for a reduction; the
-    /// default [`MeanVar`](crate::ops::MeanVar) is one), driver failures.
+    /// default [`MeanVar`](crate::ops::MeanVar) is one), ([`ErrorKind::TooLarge`]) `n` past
+    /// 2^62 or past 2^64 draws in all (as [`Cpu::monte_carlo`](crate::Cpu::monte_carlo)),
+    /// driver failures.
     ///
     /// ```no_run
     /// # use cufold::monte_carlo::MonteCarlo;
@@ -255,6 +253,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
     pub fn estimate_into(&self, n: u64, out: &mut impl DevicePtrMut<O::Out>) -> Result<()> {
         check_reduce_output(out.len())?;
         check_empty::<S, Mapped<F, O>>(n)?;
+        check_samples::<S>(0, n)?;
         let plan = self.plan(n)?;
         let inner = &self.gpu.inner;
         let stream = &inner.stream;
@@ -322,15 +321,18 @@ impl Gpu {
 pub(crate) struct ChunkEstimator<S, F, O> {
     gpu: Gpu,
     seed: u64,
+    first: u64,
     params: Box<ParamBlob>,
     function: CudaFunction,
     _types: std::marker::PhantomData<fn(S, F, O)>,
 }
 
 impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> ChunkEstimator<S, F, O> {
-    /// The kernel for `mc`'s samples from `first` on (a multiple of 4: whole Philox blocks).
-    pub(crate) fn new(gpu: &Gpu, mc: &MonteCarlo<S, F, O>, first: u64) -> Result<Self> {
+    /// The kernel for `mc`'s samples from `first` on (a multiple of 4: whole Philox blocks)
+    /// of a run of `total` samples (checked here, the same on every rank).
+    pub(crate) fn new(gpu: &Gpu, mc: &MonteCarlo<S, F, O>, first: u64, total: u64) -> Result<Self> {
         check_sample::<S>()?;
+        check_samples::<S>(0, total)?;
         if first % 4 != 0 {
             return Err(Error::new(
                 ErrorKind::InvalidConfig,
@@ -349,6 +351,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> ChunkEstimator<S, F, O> {
         Ok(ChunkEstimator {
             gpu: gpu.clone(),
             seed: mc.get_seed(),
+            first,
             params,
             function,
             _types: std::marker::PhantomData,
@@ -357,6 +360,7 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> ChunkEstimator<S, F, O> {
 
     /// The tree over the chunk's `n` samples (n > 0), on the host (waits for the stream).
     pub(crate) fn tree(&self, n: u64) -> Result<O::Acc> {
+        check_samples::<S>(self.first, n)?;
         let plan = plan(n, &shape(), &self.gpu.inner.props)?;
         let stream = &self.gpu.inner.stream;
         let mut out: CudaSlice<O::Acc> = stream

@@ -324,6 +324,38 @@ impl<S, F, O> MonteCarlo<S, F, O> {
     }
 }
 
+/// The most samples a run may draw: 2^62, the most positions the reduction's tree indexes
+/// on either backend ([`crate::reduce::plan`]), and fewer where `S::DIMS` draws per sample
+/// would run the flat draw index `i * DIMS` (a `u64`, the Philox counter's) past 2^64.
+pub(crate) fn max_samples<S: Sample>() -> u64 {
+    let by_draws = (1u128 << 64) / S::DIMS.max(1) as u128;
+    (1u64 << 62).min(u64::try_from(by_draws).unwrap_or(u64::MAX))
+}
+
+/// An error ([`ErrorKind::TooLarge`]) for a run past [`max_samples`]: samples `first ..
+/// first + n` (`first` is 0 but for a rank's chunk of a distributed run, which passes the
+/// whole run: 0 and its length). The check every entry point makes before any work.
+pub(crate) fn check_samples<S: Sample>(first: u64, n: u64) -> Result<()> {
+    let max = max_samples::<S>();
+    match first.checked_add(n) {
+        Some(end) if end <= max => Ok(()),
+        _ => Err(Error::new(
+            ErrorKind::TooLarge,
+            format!(
+                "{n} Monte Carlo samples{}: a run draws at most {max} samples of {} draws \
+                 (2^62 samples, the most the reduction tree indexes, and at most 2^64 draws, \
+                 the Philox counter's range)",
+                if first == 0 {
+                    String::new()
+                } else {
+                    format!(" from sample {first}")
+                },
+                S::DIMS
+            ),
+        )),
+    }
+}
+
 /// An error for a sample of no draws.
 pub(crate) fn check_sample<S: Sample>() -> Result<()> {
     if S::DIMS == 0 {
