@@ -1,6 +1,7 @@
 //! Compiled kernels, kept in memory (per CUDA context) and on disk (so that a second process
 //! does not compile again), and the loader every primitive gets its functions from.
 
+use super::hash::fnv64;
 use super::jit;
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaFunction};
@@ -44,17 +45,6 @@ impl DiskCache {
             },
         }
     }
-}
-
-/// A 64-bit FNV-1a hash: stable across Rust versions and platforms (for cache keys and file
-/// names).
-pub(crate) fn fnv64(bytes: &[u8], seed: u64) -> u64 {
-    let mut h = 0xcbf29ce484222325u64 ^ seed;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
 }
 
 type FnCache = Mutex<HashMap<(usize, String), CudaFunction>>;
@@ -196,20 +186,19 @@ pub(crate) fn read_entry(path: &Path, key: &str) -> Lookup {
 }
 
 /// Compiles (or finds in a cache) `src` for `ctx`'s device and returns its function `name`.
-/// `key` identifies `src` cheaply in the in-memory cache.
+/// The memory cache's key is the context, the architecture, the name and the whole source:
+/// whatever makes a kernel's source is in its key.
 pub(crate) fn load_function(
     ctx: &Arc<CudaContext>,
     arch: &str,
     disk: &DiskCache,
-    key: &str,
     name: &str,
-    src: impl FnOnce() -> String,
+    src: String,
 ) -> Result<(CudaFunction, Origin)> {
-    let mem_key = (ctx.cu_ctx() as usize, format!("{arch}|{key}"));
+    let mem_key = (ctx.cu_ctx() as usize, format!("{arch}|{name}|{src}"));
     if let Some(f) = memory_cache().lock().unwrap().get(&mem_key) {
         return Ok((f.clone(), Origin::Memory));
     }
-    let src = src();
     let options = jit::compile_options(arch);
     let key = entry_key(
         &src,

@@ -2,6 +2,7 @@
 //! struct and `#include`s of the headers in kernels/ (embedded by build.rs, handed to NVRTC as
 //! its header list), compiled for the device's architecture without contraction.
 
+use super::hash::fnv64;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ops::CudaOp;
 use std::ffi::{c_char, CString};
@@ -81,7 +82,7 @@ pub(crate) fn headers_hash() -> u64 {
     static HASH: OnceLock<u64> = OnceLock::new();
     *HASH.get_or_init(|| {
         embedded::HEADERS.iter().fold(0, |h, (name, text)| {
-            super::cache::fnv64(text.as_bytes(), super::cache::fnv64(name.as_bytes(), h))
+            fnv64(text.as_bytes(), fnv64(name.as_bytes(), h))
         })
     })
 }

@@ -6,6 +6,7 @@
 //! their entry points; this module knows none of them.
 
 pub(crate) mod cache;
+mod hash;
 pub(crate) mod jit;
 mod options;
 pub(crate) mod scratch;
@@ -173,8 +174,8 @@ pub(crate) struct Inner {
     opts: GpuOptions,
     pub(crate) scratch: Mutex<scratch::Arena>,
     stats: Mutex<KernelStats>,
-    /// What the convenient forms keep per operator type ([`Gpu::memo`]).
-    memo: Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
+    /// What the convenient forms keep per operator type and CUDA text ([`Gpu::memo`]).
+    memo: Mutex<HashMap<(TypeId, CudaOp), Box<dyn Any + Send + Sync>>>,
 }
 
 /// A handle for running cufold on a CUDA stream: the caller's stream, the caller's buffers.
@@ -376,26 +377,16 @@ impl Gpu {
         &self.inner.opts
     }
 
-    /// The kernel `name` of `op` compiled with `shape` (a cache key), from the memory cache,
-    /// the disk cache or NVRTC (`src` builds its source only when needed).
-    pub(crate) fn kernel(
-        &self,
-        name: &str,
-        op: &CudaOp,
-        shape: &impl std::fmt::Debug,
-        src: impl FnOnce() -> String,
-    ) -> Result<CudaFunction> {
-        let key = format!(
-            "{name}|{}|{:016x}|{shape:?}",
-            op.type_name,
-            cache::fnv64(op.source.as_bytes(), 0),
-        );
+    /// The kernel `name` compiled from `src`, from the memory cache, the disk cache or
+    /// NVRTC. The memory cache is keyed by the whole source (with the kernel's name), so
+    /// that two sources never share a kernel: an operator whose CUDA text embeds a value
+    /// (a constant written with `ops::cuda_f64`) gets a kernel for each value.
+    pub(crate) fn kernel(&self, name: &str, src: String) -> Result<CudaFunction> {
         let inner = &self.inner;
         let (f, origin) = cache::load_function(
             inner.stream.context(),
             &inner.arch,
             inner.opts.get_disk_cache(),
-            &key,
             name,
             src,
         )?;
@@ -426,16 +417,20 @@ impl Gpu {
         *self.inner.stats.lock().unwrap()
     }
 
-    /// The value of type `V` this handle keeps, made by `make` the first time (a failure is
-    /// not kept): what the convenient forms (`Gpu::reduce`, `Gpu::scan`) keep per operator
-    /// type, so that a call costs a map look-up instead of a kernel look-up. `V` must not
-    /// hold the handle (it would keep itself alive).
+    /// The value of type `V` this handle keeps for the operator's CUDA text `cuda`, made by
+    /// `make` the first time (a failure is not kept): what the
+    /// convenient forms (`Gpu::reduce`, `Gpu::scan`) keep per operator type and CUDA text,
+    /// so that a call costs a map look-up instead of a kernel look-up. Keyed by the text as
+    /// well as the type: two values of one type whose CUDA text differs (a value compiled
+    /// into the source) never share kernels. `V` must not hold the handle (it would keep
+    /// itself alive).
     pub(crate) fn memo<V: Clone + Send + Sync + 'static>(
         &self,
+        cuda: CudaOp,
         make: impl FnOnce() -> Result<V>,
     ) -> Result<V> {
-        let id = TypeId::of::<V>();
-        if let Some(v) = self.inner.memo.lock().unwrap().get(&id) {
+        let key = (TypeId::of::<V>(), cuda);
+        if let Some(v) = self.inner.memo.lock().unwrap().get(&key) {
             return Ok(v
                 .downcast_ref::<V>()
                 .expect("memo entries have their key's type")
@@ -446,7 +441,7 @@ impl Gpu {
             .memo
             .lock()
             .unwrap()
-            .insert(id, Box::new(v.clone()));
+            .insert(key, Box::new(v.clone()));
         Ok(v)
     }
 

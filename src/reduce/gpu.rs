@@ -106,9 +106,10 @@ impl Gpu {
     /// Reduces `x` (a `CudaSlice`, `CudaView` or `CudaViewMut` at any offset) and returns
     /// the result on the host: enqueues the reduction and a copy, then waits for the stream.
     ///
-    /// The handle keeps the kernels of each operator type it was asked for, so after the
-    /// first call this costs on the host what [`Reducer::reduce`] does, plus a map look-up
-    /// and a copy of the operator's parameters (no source built, no kernel looked up).
+    /// The handle keeps the kernels of each operator type (and CUDA text) it was asked for,
+    /// so after the first call this costs on the host what [`Reducer::reduce`] does, plus the
+    /// operator's CUDA text, a map look-up and a copy of its parameters (no kernel looked
+    /// up). A value compiled into an operator's CUDA text gets kernels of its own.
     ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
@@ -172,13 +173,14 @@ impl Gpu {
 impl Gpu {
     /// A reducer for `op` with the default configuration whose kernels this handle keeps
     /// for the convenient forms ([`Gpu::reduce`], [`Gpu::reduce_into`],
-    /// [`Gpu::reduce_host`]): after the first call for an operator type, a map look-up and a
+    /// [`Gpu::reduce_host`]): after the first call for an operator's type and CUDA text, a map look-up and a
     /// parameter copy, no kernel look-up.
     pub(crate) fn memo_reducer<T: DeviceValue, O: Operator<T>>(
         &self,
         op: O,
     ) -> Result<Reducer<T, O>> {
-        let kernels: ReduceKernels<T, O> = self.memo(|| Ok(self.reducer(op)?.kernels()))?;
+        let kernels: ReduceKernels<T, O> =
+            self.memo(op.cuda(), || Ok(self.reducer(op)?.kernels()))?;
         if kernels.param_bytes != op.params().bytes().len() {
             return self.reducer(op);
         }
@@ -186,7 +188,7 @@ impl Gpu {
     }
 }
 
-/// A reducer's compiled kernels and shapes (what [`Gpu::reduce`] keeps per operator type; no
+/// A reducer's compiled kernels and shapes (what [`Gpu::reduce`] keeps per operator type and CUDA text; no
 /// handle inside, so that the handle does not keep itself alive).
 struct ReduceKernels<T, O> {
     param_bytes: usize,
@@ -318,7 +320,8 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
 
     /// The same reducer for another value of the operator: its run-time parameters
     /// ([`Operator::params`]) change, the compiled kernel is reused (no compile, no cache
-    /// look-up).
+    /// look-up). A value whose CUDA text differs from the first's (a constant compiled into
+    /// [`Operator::cuda`]'s source) gets kernels of its own, compiled or found in the caches.
     ///
     /// Errors ([`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)) if the new
     /// value's parameters have another size than the first's.
@@ -339,13 +342,27 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     /// ```
     pub fn with_op(&self, op: O) -> Result<Self> {
         let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::name)?;
+        let cuda = op.cuda();
+        // A value compiled into the operator's CUDA text (rather than passed as parameters)
+        // needs kernels of its own, of the same shapes.
+        let (small, large) = if cuda == self.op.cuda() {
+            (self.small.clone(), self.large.clone())
+        } else {
+            let small = shape_kernels::<T>(&self.gpu, &cuda, self.param_bytes, self.small.shape)?;
+            let large = self.large.as_ref().map(|l| Large {
+                shape: l.shape,
+                from: l.from,
+                kernels: Default::default(),
+            });
+            (small, large)
+        };
         Ok(Reducer {
             gpu: self.gpu.clone(),
             op,
             params,
             param_bytes: self.param_bytes,
-            small: self.small.clone(),
-            large: self.large.clone(),
+            small,
+            large,
             _input: PhantomData,
         })
     }
@@ -500,9 +517,10 @@ fn reduce_kernel(
     shape: ReduceShape,
     vector: bool,
 ) -> Result<CudaFunction> {
-    gpu.kernel("cf_reduce", cuda, &(shape, vector, param_bytes), || {
-        kernel_source(cuda, param_bytes, &shape, vector)
-    })
+    gpu.kernel(
+        "cf_reduce",
+        kernel_source(cuda, param_bytes, &shape, vector),
+    )
 }
 
 /// The kernels of `shape` for inputs of type `T`: the vector form compiled now where `T`

@@ -134,9 +134,7 @@ pub(crate) fn long_kernel(
     sizes: TypeSizes,
     shape: &ScanShape,
 ) -> Result<CudaFunction> {
-    let f = gpu.kernel(name, op, &(*shape, param_bytes), || {
-        long_source(op, param_bytes, sizes, shape)
-    })?;
+    let f = gpu.kernel(name, long_source(op, param_bytes, sizes, shape))?;
     allow_dynamic_shared(&f, shape, sizes)?;
     Ok(f)
 }
@@ -150,9 +148,7 @@ fn scan_kernel(
     sizes: TypeSizes,
     shape: &ScanShape,
 ) -> Result<CudaFunction> {
-    let f = gpu.kernel("cf_scan", op, &(*shape, param_bytes), || {
-        kernel_source(op, param_bytes, sizes, shape)
-    })?;
+    let f = gpu.kernel("cf_scan", kernel_source(op, param_bytes, sizes, shape))?;
     allow_dynamic_shared(&f, shape, sizes)?;
     Ok(f)
 }
@@ -272,7 +268,7 @@ struct Large {
     function: std::sync::Arc<std::sync::OnceLock<CudaFunction>>,
 }
 
-/// A scanner's compiled kernel and shape (what [`Gpu::scan`] keeps per operator type; no
+/// A scanner's compiled kernel and shape (what [`Gpu::scan`] keeps per operator type and CUDA text; no
 /// handle inside, so that the handle does not keep itself alive).
 struct ScanKernel<T, O> {
     shape: ScanShape,
@@ -360,7 +356,9 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
     }
 
     /// The same scanner for another value of the operator: its run-time parameters
-    /// ([`Operator::params`]) change, the compiled kernel is reused.
+    /// ([`Operator::params`]) change, the compiled kernel is reused. A value whose CUDA text
+    /// differs from the first's (a constant compiled into [`Operator::cuda`]'s source) gets
+    /// kernels of its own, compiled or found in the caches.
     ///
     /// Errors ([`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)) if the new
     /// value's parameters have another size than the first's.
@@ -373,14 +371,29 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
     /// ```
     pub fn with_op(&self, op: O) -> Result<Self> {
         let params = ParamBlob::for_kernel(&op.params(), self.param_bytes, O::name)?;
+        let cuda = op.cuda();
+        // A value compiled into the operator's CUDA text (rather than passed as parameters)
+        // needs kernels of its own, of the same shapes.
+        let (function, large) = if cuda == self.op.cuda() {
+            (self.function.clone(), self.large.clone())
+        } else {
+            let sizes = TypeSizes::of::<T, O>();
+            let function = scan_kernel(&self.gpu, &cuda, self.param_bytes, sizes, &self.shape)?;
+            let large = self.large.as_ref().map(|l| Large {
+                shape: l.shape,
+                from: l.from,
+                function: Default::default(),
+            });
+            (function, large)
+        };
         Ok(Scanner {
             gpu: self.gpu.clone(),
             op,
             params,
             param_bytes: self.param_bytes,
             shape: self.shape,
-            function: self.function.clone(),
-            large: self.large.clone(),
+            function,
+            large,
             _input: PhantomData,
         })
     }
@@ -736,12 +749,12 @@ impl Gpu {
 
     /// A scanner for `op` with the default configuration whose kernel this handle keeps for
     /// the convenient forms ([`Gpu::scan`], [`Gpu::scan_host`]): after the first call for an
-    /// operator type, a map look-up and a parameter copy, no kernel look-up.
+    /// operator's type and CUDA text, a map look-up and a parameter copy, no kernel look-up.
     pub(crate) fn memo_scanner<T: DeviceValue, O: Operator<T>>(
         &self,
         op: O,
     ) -> Result<Scanner<T, O>> {
-        let kernel: ScanKernel<T, O> = self.memo(|| Ok(self.scanner(op)?.kernel()))?;
+        let kernel: ScanKernel<T, O> = self.memo(op.cuda(), || Ok(self.scanner(op)?.kernel()))?;
         if kernel.param_bytes != op.params().bytes().len() {
             return self.scanner(op);
         }

@@ -118,13 +118,8 @@ struct RunKernels {
 
 impl RunKernels {
     fn new(gpu: &Gpu, key_bytes: usize) -> Result<RunKernels> {
-        let op = word_op(key_bytes)?;
-        let shape = ("key_runs", RUN_BLOCK, RUN_ITEMS);
-        let load = |name: &str| {
-            gpu.kernel(name, &op, &shape, || {
-                runs_kernel_source(key_bytes).expect("the width was checked")
-            })
-        };
+        let src = runs_kernel_source(key_bytes)?;
+        let load = |name: &str| gpu.kernel(name, src.clone());
         // All of a grid's blocks resident at once: a block left for a second round would
         // take its spans alone after the others finish.
         let resident = |name: &str| -> Result<(CudaFunction, u64)> {

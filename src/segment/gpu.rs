@@ -489,9 +489,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     fn compile(&self, name: &str, shape: ReduceShape, group: u32) -> Result<CudaFunction> {
         let cuda = self.op.cuda();
         self.gpu
-            .kernel(name, &cuda, &(shape, group, self.param_bytes), || {
-                kernel_source(&cuda, self.param_bytes, &shape, group)
-            })
+            .kernel(name, kernel_source(&cuda, self.param_bytes, &shape, group))
     }
 
     /// The thread schedule's kernel (a thread per segment), compiled (or loaded) on first
@@ -513,10 +511,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         get_or_try(&self.by_key[bytes.trailing_zeros() as usize], || {
             let cuda = self.op.cuda();
             let shape = self.shape;
-            let key = (shape, 1u32, self.param_bytes, key_word);
-            let f = self.gpu.kernel("cf_reduce_by_key", &cuda, &key, || {
-                by_key_source(&cuda, self.param_bytes, &shape, key_word)
-            })?;
+            let f = self.gpu.kernel(
+                "cf_reduce_by_key",
+                by_key_source(&cuda, self.param_bytes, &shape, key_word),
+            )?;
             allow_step_queues(&f, shape.block, "reduction by key", "block")?;
             Ok(f)
         })

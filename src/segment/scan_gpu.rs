@@ -697,9 +697,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             let cuda = self.op.cuda();
             self.gpu.kernel(
                 "cf_segment_scan",
-                &cuda,
-                &(block, items, group, self.param_bytes, &long_tiles),
-                || scan_kernel_source(&cuda, self.param_bytes, block, items, group, &long_tiles),
+                scan_kernel_source(&cuda, self.param_bytes, block, items, group, &long_tiles),
             )
         })?;
         let exclusive = u32::from(kind == ScanKind::Exclusive);
@@ -867,10 +865,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             let (block, items) = (self.block, self.items);
             // Without long passes the kernel gets no lists.
             let long_tiles: Vec<u64> = passes.iter().map(|(_, s)| s.tile()).collect();
-            let key = (block, items, self.param_bytes, &long_tiles, word);
-            let f = self.gpu.kernel("cf_scan_by_key", &cuda, &key, || {
-                scan_by_key_source(&cuda, self.param_bytes, (block, items), &long_tiles, word)
-            })?;
+            let f = self.gpu.kernel(
+                "cf_scan_by_key",
+                scan_by_key_source(&cuda, self.param_bytes, (block, items), &long_tiles, word),
+            )?;
             let bytes = key_places_bytes(block);
             allow_dynamic_shared(&f, bytes as usize, || {
                 format!(
