@@ -144,7 +144,9 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
     }
 
     /// The same kernel for another estimate of the same types: another seed, another value
-    /// of the map's run-time parameters. No compile, no cache look-up.
+    /// of the map's run-time parameters. No compile, no cache look-up, unless the new map's
+    /// or operator's CUDA text differs (a value compiled into it): then its own kernel,
+    /// compiled or found in the caches.
     ///
     /// Errors ([`ErrorKind::InvalidConfig`]) if the draws differ (a kernel is compiled for
     /// uniform or for normal draws) or the parameters have another size.
@@ -175,12 +177,20 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Integrator<S, F, O> {
                 ),
             ));
         }
+        // A value compiled into the map's or the operator's CUDA text (rather than passed as
+        // parameters) needs a kernel of its own.
+        let cuda = |op: &Mapped<F, O>| <Mapped<F, O> as Operator<S>>::cuda(op);
+        let function = if cuda(&op) == cuda(&self.mc.operator()) {
+            self.function.clone()
+        } else {
+            mc_kernel(&self.gpu, &op, mc.get_draws())?.0
+        };
         Ok(Integrator {
             gpu: self.gpu.clone(),
             mc: *mc,
             params: ParamBlob::new(&params, O::name)?,
             param_bytes: self.param_bytes,
-            function: self.function.clone(),
+            function,
         })
     }
 
