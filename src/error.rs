@@ -133,5 +133,23 @@ impl std::error::Error for Error {
     }
 }
 
+/// A cudarc driver error met in the caller's own code (a copy, an allocation) becomes an
+/// [`ErrorKind::Driver`] error, so that `?` works on cudarc calls in functions that return
+/// [`cufold::Result`](crate::Result).
+///
+/// ```no_run
+/// fn total(samples: &[f32]) -> cufold::Result<f32> {
+///     let gpu = cufold::Gpu::open(0)?;
+///     let x = gpu.stream().clone_htod(samples)?; // a cudarc::driver::DriverError
+///     gpu.reduce(&x, cufold::ops::Sum)
+/// }
+/// # let _ = total(&[1.0]);
+/// ```
+impl From<cudarc::driver::DriverError> for Error {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        Error::driver("running a cudarc call", e)
+    }
+}
+
 /// `Result<T, cufold::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
