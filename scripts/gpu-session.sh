@@ -11,7 +11,9 @@
 #   bash scripts/gpu-session.sh report   every measurement of BENCHMARKS.md's report (reductions,
 #                                        N sweeps, small inputs, scans) beside torch, CuPy (CUB)
 #                                        and a copy, same call
-#   bash scripts/gpu-session.sh examples the examples that need a GPU
+#   bash scripts/gpu-session.sh examples every staged example on the GPU (each checks its
+#                                        results); fails when one fails. The tests and full
+#                                        modes run them too, after the test binaries
 #   bash scripts/gpu-session.sh segment  segmented reductions across shapes beside PyTorch and
 #                                        CuPy (scripts/segment_peers.py), CUB's reduction by
 #                                        key (scripts/cub_by_key.cu) and its segmented
@@ -36,6 +38,23 @@ done
 # the CUDA machine does not have; they are CPU tests, run by `cargo test --workspace`.
 rm -f .gpu/bin/test-cufold_macros
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+# Every staged example, with its default arguments, on the GPU: each checks its own results
+# (against the CPU backend or a reference) and exits non-zero when they are wrong, so an
+# example that is wrong on the GPU fails here. Prints a line an example and a total.
+run_examples() {
+  local ok=0 bad=()
+  for e in .gpu/bin/example-*; do
+    [[ -x $e ]] || continue
+    local name=${e##*/example-}
+    timeout 300 "$e" > "$out/example-$name.txt" 2>&1
+    local code=$?
+    if [[ $code == 0 ]]; then ok=$((ok + 1)); else bad+=("$name"); tail -20 "$out/example-$name.txt"; fi
+    echo "example $name: exit $code"
+  done
+  echo "examples that failed: ${bad[*]:-none}"
+  echo "examples: $ok passed, ${#bad[@]} failed"
+  [[ ${#bad[@]} == 0 ]]
+}
 case "${1:-tests}" in
 tests | full)
   [[ $1 == full ]] && export CUFOLD_TEST_TIER=full
@@ -69,6 +88,12 @@ tests | full)
   } | tee "$out/tests.txt"
   cat "$out"/test-*.txt | sed -n 's/^test \(.*\) \.\.\. ok <\([0-9.]*\)s>$/\2 \1/p' | sort -rn > "$out/times.txt"
   head -12 "$out/times.txt"
+  # The examples are part of the test tiers: one that fails on the GPU fails the run.
+  run_examples | tee "$out/examples.txt"
+  examples_ok=${PIPESTATUS[0]}
+  grep -q '^0 passed, 0 failed$\|, [1-9][0-9]* failed$' "$out/tests.txt" && exit 1
+  grep -q 'binaries that failed: none' "$out/tests.txt" || exit 1
+  [[ $examples_ok == 0 ]] || exit 1
   ;;
 segment)
   .gpu/bin/bench-gpu_segment --json "$out/segment.json" > "$out/segment.txt" 2>&1
@@ -115,9 +140,8 @@ report)
   grep -h 'MISMATCH' "$out"/*.txt || echo 'no MISMATCH'
   ;;
 examples)
-  for e in normal_cdf linear_recurrence custom_op row_logsumexp dist_monte_carlo; do
-    timeout 120 bash .gpu/run.sh "$e" > "$out/$e.txt" 2>&1; echo "$e exit $?"; cat "$out/$e.txt"
-  done
+  run_examples | tee "$out/examples.txt"
+  [[ ${PIPESTATUS[0]} == 0 ]]
   ;;
 mc)
   .gpu/bin/bench-gpu_monte_carlo --json "$out/mc.json" 2>&1 | tee "$out/mc.txt"
