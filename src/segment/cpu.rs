@@ -1,7 +1,7 @@
 //! The segmented reduction on the CPU: each segment's canonical tree, segments spread over
 //! the backend's threads.
 
-use super::plan::check_rows;
+use super::plan::{check_rows, MAX_OUTPUT_BYTES};
 use super::Rows;
 use crate::cpu::Cpu;
 use crate::element::DeviceValue;
@@ -18,9 +18,11 @@ impl Cpu {
     /// `reduce(&x[r * stride..][..cols])` (module [`segment`](crate::segment): same bits,
     /// columns as indices).
     ///
-    /// Errors: a stride shorter than a row ([`ErrorKind::InvalidConfig`]), an `x` too short
-    /// for the rows ([`ErrorKind::LengthMismatch`]), zero columns for an operator without an
-    /// empty value ([`ErrorKind::EmptyInput`]).
+    /// Errors, before any work: a stride shorter than a row, for one row too
+    /// ([`ErrorKind::InvalidConfig`]), an output (`rows.rows` values) past `isize::MAX`
+    /// bytes or one the allocator refuses ([`ErrorKind::TooLarge`]: 2^40 rows of no columns
+    /// need 2^40 outputs), an `x` too short for the rows ([`ErrorKind::LengthMismatch`]),
+    /// zero columns for an operator without an empty value ([`ErrorKind::EmptyInput`]).
     ///
     /// ```
     /// use cufold::{ops, segment::Rows, Cpu};
@@ -35,9 +37,15 @@ impl Cpu {
         rows: Rows,
         op: O,
     ) -> Result<Vec<O::Out>> {
-        check_rows(&rows, x.len(), rows.rows)?;
+        let count = check_rows::<O::Out>(&rows, x.len(), 1)?;
         if rows.rows > 0 {
             check_empty::<T, O>(rows.cols as u64)?;
+        }
+        if rows.cols == 0 {
+            // Every row is empty: one value, repeated (no work per row but the store).
+            let mut out = try_alloc::<O::Out>(count)?;
+            out.resize(count, op.finish(op.identity(), 0));
+            return Ok(out);
         }
         let out = self.per_segment(
             &op,
@@ -141,7 +149,8 @@ impl Cpu {
     /// of row `r`'s scan, which is what [`Cpu::scan`] of that row alone gives (the canonical
     /// grouping of the row, positions counted from the row's start).
     ///
-    /// Errors: as [`Cpu::reduce_rows`] for the rows, and operators that cannot be scanned
+    /// Errors: as [`Cpu::reduce_rows`] for the rows (the output is `rows * cols` values:
+    /// rows of no columns have none, and cost nothing), and operators that cannot be scanned
     /// ([`ErrorKind::InvalidConfig`]).
     ///
     /// ```
@@ -158,16 +167,15 @@ impl Cpu {
         op: O,
         kind: ScanKind,
     ) -> Result<Vec<O::Out>> {
-        check_rows(&rows, x.len(), rows.rows)?;
+        let len = check_rows::<O::Out>(&rows, x.len(), rows.cols)?;
         check_scannable::<T, O>()?;
-        let len = rows.rows.checked_mul(rows.cols).ok_or_else(|| {
-            Error::new(
-                ErrorKind::TooLarge,
-                format!("{} x {} outputs do not fit in memory", rows.rows, rows.cols),
-            )
-        })?;
+        if len == 0 {
+            return Ok(Vec::new());
+        }
         // Every element is overwritten.
-        let mut out = crate::scan::cpu::zeroed_vec(len);
+        let mut out = try_alloc::<O::Out>(len)?;
+        // SAFETY: DeviceValue types are ValidAsZeroBits (as `scan::cpu::zeroed_vec`).
+        out.resize(len, unsafe { std::mem::zeroed::<O::Out>() });
         let lo = |r: usize| r * rows.stride;
         self.scan_segments_with(&op, kind, x, &mut out, rows.rows, |r| {
             (lo(r), r * rows.cols, rows.cols)
@@ -263,6 +271,24 @@ impl Cpu {
             }
         });
     }
+}
+
+/// An empty vector with room for `n` values, or an error ([`ErrorKind::TooLarge`]) where the
+/// allocator refuses them (past [`MAX_OUTPUT_BYTES`], or past what the machine gives), before
+/// anything is written: an allocation that fails otherwise aborts the process.
+fn try_alloc<V>(n: usize) -> Result<Vec<V>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|e| {
+        Error::new(
+            ErrorKind::TooLarge,
+            format!(
+                "an output of {n} values of {} bytes does not fit in memory ({e}; an output \
+                 holds at most {MAX_OUTPUT_BYTES} bytes, and what the allocator gives)",
+                std::mem::size_of::<V>()
+            ),
+        )
+    })?;
+    Ok(v)
 }
 
 /// CSR offsets: at least one, never decreasing, ending within the input.

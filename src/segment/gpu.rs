@@ -3,8 +3,8 @@
 
 use super::by_key::RunCache;
 use super::plan::{
-    check_offsets_len, check_rows, on_thread_blocks, plan_reduction, split_chunk_log,
-    with_schedule, Schedule, SegmentPlan, LANES,
+    check_offsets_len, check_rows, check_rows_out, on_thread_blocks, plan_reduction,
+    split_chunk_log, with_schedule, Schedule, SegmentPlan, LANES,
 };
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
@@ -283,9 +283,11 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     /// Enqueues one result per row of `rows` in `x` into `out` (`rows.rows` values): row
     /// `r`'s result is the reduction of `x[r * stride..][..cols]`.
     ///
-    /// Errors, before any launch: a stride shorter than a row
-    /// ([`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)), an `x` too short for
-    /// the rows or an `out` of another length than `rows.rows`
+    /// Errors, before any launch, as [`Cpu::reduce_rows`](crate::Cpu::reduce_rows)'s: a
+    /// stride shorter than a row, for one row too
+    /// ([`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)), an output past
+    /// `isize::MAX` bytes ([`ErrorKind::TooLarge`](crate::ErrorKind::TooLarge)), an `x` too
+    /// short for the rows or an `out` of another length than `rows.rows`
     /// ([`ErrorKind::LengthMismatch`](crate::ErrorKind::LengthMismatch)), zero columns for an
     /// operator without an empty value ([`ErrorKind::EmptyInput`](crate::ErrorKind::EmptyInput)).
     ///
@@ -306,7 +308,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         rows: Rows,
         out: &mut impl DevicePtrMut<O::Out>,
     ) -> Result<()> {
-        check_rows(&rows, x.len(), out.len())?;
+        let count = check_rows::<O::Out>(&rows, x.len(), 1)?;
+        check_rows_out(&rows, count, out.len())?;
         if rows.rows == 0 {
             return Ok(());
         }

@@ -470,17 +470,31 @@ pub fn split_chunk_log(rows: u64, cols: u64, tile: u64, block: u32, dev: &Device
     chunk.ilog2()
 }
 
-/// Checks the rows of a matrix against the input and output lengths.
-pub(crate) fn check_rows(rows: &super::Rows, len: usize, out: usize) -> Result<()> {
-    if rows.rows > 1 && rows.stride < rows.cols {
+/// Checks the rows of a matrix against the input (`len` elements) and sizes their output,
+/// `per_row` values of `V` a row (1 for a reduction, `cols` for a scan), before any work
+/// or allocation; returns the number of outputs. The checks every backend makes, in this
+/// order:
+///
+/// - a stride shorter than a row ([`ErrorKind::InvalidConfig`]), for any number of rows
+///   (rows would overlap, or a single row would be read with another stride than the one
+///   given);
+/// - an output past [`MAX_OUTPUT_BYTES`] (`isize::MAX` bytes, the most one Rust allocation
+///   or slice holds; [`ErrorKind::TooLarge`]), whether or not the rows have columns;
+/// - an input too short for the rows ([`ErrorKind::LengthMismatch`]).
+pub(crate) fn check_rows<V>(rows: &super::Rows, len: usize, per_row: usize) -> Result<usize> {
+    if rows.stride < rows.cols {
         return Err(Error::new(
             ErrorKind::InvalidConfig,
             format!(
-                "a row stride of {} is shorter than a row ({} columns): rows would overlap",
+                "a row stride of {} is shorter than a row ({} columns): rows would overlap \
+                 (the stride is at least the number of columns, for one row too)",
                 rows.stride, rows.cols
             ),
         ));
     }
+    let outputs = check_outputs::<V>(rows.rows, per_row, || {
+        format!("{} rows of {} columns", rows.rows, rows.cols)
+    })?;
     let need = if rows.rows == 0 {
         Some(0)
     } else {
@@ -489,26 +503,53 @@ pub(crate) fn check_rows(rows: &super::Rows, len: usize, out: usize) -> Result<(
             .and_then(|v| v.checked_add(rows.cols))
     };
     match need {
-        Some(need) if need <= len => {}
-        _ => {
-            return Err(Error::new(
-                ErrorKind::LengthMismatch,
-                format!(
-                    "{} rows of {} columns with stride {} need {} elements, the input has {len}",
-                    rows.rows,
-                    rows.cols,
-                    rows.stride,
-                    need.map_or("more than 2^64".to_string(), |n| n.to_string())
-                ),
-            ))
-        }
+        Some(need) if need <= len => Ok(outputs),
+        _ => Err(Error::new(
+            ErrorKind::LengthMismatch,
+            format!(
+                "{} rows of {} columns with stride {} need {} elements, the input has {len}",
+                rows.rows,
+                rows.cols,
+                rows.stride,
+                need.map_or("more than 2^64".to_string(), |n| n.to_string())
+            ),
+        )),
     }
-    if out != rows.rows {
+}
+
+/// The most bytes one output of the segmented primitives may take: `isize::MAX`, the most
+/// one Rust allocation (a `Vec`) or slice, host or device, holds.
+pub(crate) const MAX_OUTPUT_BYTES: usize = isize::MAX as usize;
+
+/// `count * per` outputs of `V`, or an error ([`ErrorKind::TooLarge`]) if they take more
+/// than [`MAX_OUTPUT_BYTES`] (`what` names the shape).
+pub(crate) fn check_outputs<V>(
+    count: usize,
+    per: usize,
+    what: impl FnOnce() -> String,
+) -> Result<usize> {
+    let bytes = std::mem::size_of::<V>().max(1);
+    match count.checked_mul(per) {
+        Some(n) if n <= MAX_OUTPUT_BYTES / bytes => Ok(n),
+        _ => Err(Error::new(
+            ErrorKind::TooLarge,
+            format!(
+                "{}: {count} x {per} outputs of {bytes} bytes do not fit in memory (an output \
+                 holds at most isize::MAX bytes)",
+                what()
+            ),
+        )),
+    }
+}
+
+/// An error unless an output buffer of `out` values holds the `need` outputs of `rows`.
+pub(crate) fn check_rows_out(rows: &super::Rows, need: usize, out: usize) -> Result<()> {
+    if out != need {
         return Err(Error::new(
             ErrorKind::LengthMismatch,
             format!(
-                "{} rows need an output of {} values, not {out}",
-                rows.rows, rows.rows
+                "{} rows of {} columns need an output of {need} values, the output holds {out}",
+                rows.rows, rows.cols
             ),
         ));
     }
@@ -799,24 +840,53 @@ mod tests {
     #[test]
     fn rows_and_offsets_are_checked() {
         use super::super::Rows;
-        assert!(check_rows(&Rows::new(3, 4), 12, 3).is_ok());
-        assert!(check_rows(&Rows::new(3, 4).stride(5), 14, 3).is_ok());
-        let e = check_rows(&Rows::new(3, 4).stride(3), 100, 3).unwrap_err();
+        assert_eq!(check_rows::<f32>(&Rows::new(3, 4), 12, 1).unwrap(), 3);
+        assert_eq!(
+            check_rows::<f32>(&Rows::new(3, 4).stride(5), 14, 4).unwrap(),
+            12
+        );
+        let e = check_rows::<f32>(&Rows::new(3, 4).stride(3), 100, 1).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidConfig);
         assert!(e.to_string().contains("stride of 3"));
-        let e = check_rows(&Rows::new(3, 4).stride(5), 13, 3).unwrap_err();
+        // One row, or none, with a stride shorter than the row: the same error.
+        for r in [0, 1] {
+            for stride in [0, 2] {
+                let e = check_rows::<f32>(&Rows::new(r, 3).stride(stride), 100, 1).unwrap_err();
+                assert_eq!(
+                    e.kind(),
+                    ErrorKind::InvalidConfig,
+                    "{r} rows, stride {stride}"
+                );
+            }
+        }
+        let e = check_rows::<f32>(&Rows::new(3, 4).stride(5), 13, 1).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::LengthMismatch);
         assert!(e.to_string().contains("need 14 elements, the input has 13"));
         assert_eq!(
-            check_rows(&Rows::new(3, 4), 12, 2).unwrap_err().kind(),
+            check_rows_out(&Rows::new(3, 4), 3, 2).unwrap_err().kind(),
             ErrorKind::LengthMismatch
         );
         let huge = Rows::new(usize::MAX, 2).stride(2);
         assert_eq!(
-            check_rows(&huge, 10, usize::MAX).unwrap_err().kind(),
+            check_rows::<u8>(&huge, 10, 1).unwrap_err().kind(),
+            ErrorKind::TooLarge
+        );
+        let huge = Rows::new(1 << 40, 2).stride(2);
+        assert_eq!(
+            check_rows::<u8>(&huge, 10, 1).unwrap_err().kind(),
             ErrorKind::LengthMismatch
         );
-        assert!(check_rows(&Rows::new(0, 4), 0, 0).is_ok());
+        // Outputs past isize::MAX bytes, with no input at all.
+        for (rows, per) in [(usize::MAX, 1), (1 << 61, 1), (1 << 40, 1 << 30)] {
+            let e = check_rows::<f32>(&Rows::new(rows, 0), 0, per).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::TooLarge, "{rows} x {per}");
+        }
+        assert_eq!(
+            check_rows::<f32>(&Rows::new((1 << 61) - 1, 0), 0, 1).unwrap(),
+            (1 << 61) - 1
+        );
+        assert_eq!(check_rows::<f32>(&Rows::new(1 << 40, 0), 0, 0).unwrap(), 0);
+        assert_eq!(check_rows::<f32>(&Rows::new(0, 4), 0, 4).unwrap(), 0);
         assert!(check_offsets_len(4, 3).is_ok());
         assert_eq!(
             check_offsets_len(0, 0).unwrap_err().kind(),

@@ -6,8 +6,8 @@ use super::gpu::{
     by_key_items, clear_long_list, launch_segments, long_list_layout, SegmentArgs, LONG_PASS_MIN_N,
 };
 use super::plan::{
-    check_offsets_len, check_rows, on_thread_blocks, plan_scan, scan_warp_items, Schedule,
-    SegmentPlan,
+    check_offsets_len, check_rows, check_rows_out, on_thread_blocks, plan_scan, scan_warp_items,
+    Schedule, SegmentPlan,
 };
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
@@ -384,24 +384,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         y: &mut impl DevicePtrMut<O::Out>,
         kind: ScanKind,
     ) -> Result<()> {
-        check_rows(&rows, x.len(), rows.rows)?;
-        let outputs = rows.rows.checked_mul(rows.cols).ok_or_else(|| {
-            Error::new(
-                ErrorKind::TooLarge,
-                format!("{} x {} outputs", rows.rows, rows.cols),
-            )
-        })?;
-        if y.len() != outputs {
-            return Err(Error::new(
-                ErrorKind::LengthMismatch,
-                format!(
-                    "{} rows of {} need {outputs} outputs, the output holds {}",
-                    rows.rows,
-                    rows.cols,
-                    y.len()
-                ),
-            ));
-        }
+        let outputs = check_rows::<O::Out>(&rows, x.len(), rows.cols)?;
+        check_rows_out(&rows, outputs, y.len())?;
         if outputs == 0 {
             return Ok(());
         }
