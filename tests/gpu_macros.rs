@@ -232,6 +232,32 @@ fn log_sum_exp_is_the_cpu_within_ulps() {
     assert_eq!(r, f32::NEG_INFINITY);
 }
 
+#[test]
+#[ignore = "needs a CUDA device"]
+fn log_sum_exp_of_infinities_and_nan_on_the_gpu() {
+    let g = gpu();
+    for (x, want) in log_sum_exp_special_cases() {
+        let dev = upload(gpu(), &x);
+        let got = g.reduce(&dev, LogSumExp).unwrap();
+        let cpu = Cpu::new().reduce(&x, LogSumExp).unwrap();
+        for (who, v) in [("GPU", got), ("CPU", cpu)] {
+            assert!(
+                v == want || (v.is_nan() && want.is_nan()),
+                "{who} {x:?}: {v} (want {want})"
+            );
+        }
+        // The function form over the lifted values: the same results.
+        let acc = Cpu::new().reduce_acc(&x, LogSumExp);
+        let lifted: Vec<Lse> = x.iter().map(|&v| Lse { max: v, sum: 1.0 }).collect();
+        let got = g.reduce(&upload(gpu(), &lifted), lse).unwrap();
+        let finish = |a: &Lse| a.max + a.sum.ln();
+        assert!(
+            finish(&got) == finish(&acc) || (finish(&got).is_nan() && finish(&acc).is_nan()),
+            "lse {x:?}: GPU {got:?} vs CPU {acc:?}"
+        );
+    }
+}
+
 /// Each probe sample reduced alone (a one-element view): `finish(sample)` on both sides.
 fn probe<O: Operator<T>, T: DeviceValue>(op: O, samples: &[T], agree: Agree, name: &str)
 where

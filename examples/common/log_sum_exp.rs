@@ -28,13 +28,20 @@ impl LogSumExp {
     }
     fn combine(a: Lse, b: Lse) -> Lse {
         let m = a.max.max(b.max);
-        if m == f32::NEG_INFINITY {
-            a
+        if a.max == b.max {
+            // Equal maxima need no rescaling (the factor would be exp(0) = 1: the same bits
+            // as below on finite values), and two infinite maxima must not meet
+            // exp(inf - inf), a NaN: [inf, inf] is inf, and two -inf sides (the identity
+            // among them) add their sums, so the identity is exact on lift(-inf) too.
+            Lse {
+                max: m,
+                sum: a.sum + b.sum,
+            }
         } else {
             // Only the side with the smaller maximum is rescaled: the other's factor would
             // be exp(0) = 1, so one `exp` a combine gives the bits two would.
             let e = (-(a.max - b.max).abs()).exp();
-            if a.max >= b.max {
+            if a.max > b.max {
                 Lse {
                     max: m,
                     sum: a.sum + b.sum * e,

@@ -36,17 +36,34 @@ pub struct Lse {
 #[cufold::op(identity = Lse { max: f32::NEG_INFINITY, sum: 0.0 }, commutative)]
 pub fn lse(x: Lse, y: Lse) -> Lse {
     let m = x.max.max(y.max);
-    if m == f32::NEG_INFINITY {
-        x
-    } else {
+    if x.max == y.max {
+        // No exp(inf - inf) for two infinite maxima (the identity's among them); on finite
+        // ones the bits of the rescaling.
         Lse {
             max: m,
-            sum: x.sum * (x.max - m).exp() + y.sum * (y.max - m).exp(),
+            sum: x.sum + y.sum,
+        }
+    } else {
+        // Only the smaller side is rescaled (exp(0) = 1 would give the same bits on the
+        // other, and exp(inf - inf) a NaN where the larger maximum is +inf).
+        let e = (-(x.max - y.max).abs()).exp();
+        if x.max > y.max {
+            Lse {
+                max: m,
+                sum: x.sum + y.sum * e,
+            }
+        } else {
+            Lse {
+                max: m,
+                sum: x.sum * e + y.sum,
+            }
         }
     }
 }
 
-/// Log-sum-exp of raw f32 values: one definition, lift and finish included.
+/// Log-sum-exp of raw f32 values: one definition, lift and finish included. Its `combine` is
+/// examples/common/log_sum_exp.rs's, as written (the golden C++ in tests/macros.rs is its
+/// translation).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LogSumExp;
 
@@ -63,18 +80,52 @@ impl LogSumExp {
     }
     fn combine(a: Lse, b: Lse) -> Lse {
         let m = a.max.max(b.max);
-        if m == f32::NEG_INFINITY {
-            a
-        } else {
+        if a.max == b.max {
+            // Equal maxima need no rescaling (the factor would be exp(0) = 1: the same bits
+            // as below on finite values), and two infinite maxima must not meet
+            // exp(inf - inf), a NaN: [inf, inf] is inf, and two -inf sides (the identity
+            // among them) add their sums, so the identity is exact on lift(-inf) too.
             Lse {
                 max: m,
-                sum: a.sum * (a.max - m).exp() + b.sum * (b.max - m).exp(),
+                sum: a.sum + b.sum,
+            }
+        } else {
+            // Only the side with the smaller maximum is rescaled: the other's factor would
+            // be exp(0) = 1, so one `exp` a combine gives the bits two would.
+            let e = (-(a.max - b.max).abs()).exp();
+            if a.max > b.max {
+                Lse {
+                    max: m,
+                    sum: a.sum + b.sum * e,
+                }
+            } else {
+                Lse {
+                    max: m,
+                    sum: a.sum * e + b.sum,
+                }
             }
         }
     }
     fn finish(acc: Lse, _n: u64) -> f32 {
         acc.max + acc.sum.ln()
     }
+}
+
+/// Infinite and NaN inputs, with the result each must give (`combine` of two +inf maxima
+/// used to meet exp(inf - inf) and give NaN).
+pub fn log_sum_exp_special_cases() -> Vec<(Vec<f32>, f32)> {
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    vec![
+        (vec![inf, inf], inf),
+        (vec![-inf, -inf], -inf),
+        (vec![inf, 1.0], inf),
+        (vec![1.0, inf], inf),
+        (vec![inf, inf, inf, 1.0, -inf], inf),
+        (vec![nan, 1.0], nan),
+        (vec![1.0, nan], nan),
+        (vec![nan, inf], nan),
+        (vec![0.0, 0.0], 2.0f32.ln()),
+    ]
 }
 
 /// The largest value and the lowest index where it occurs (inputs without NaN).
