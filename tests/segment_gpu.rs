@@ -430,11 +430,17 @@ fn thread_schedule_blocks_have_the_cpu_bits() {
     let s = seed("thread_schedule_blocks_have_the_cpu_bits");
     let mut r = Rng(s);
     let mut lengths = LENGTHS.to_vec();
-    lengths.extend((0..20_000).map(|_| match r.next() % 16 {
+    let mut draw = || match r.next() % 16 {
         0 => (r.next() % 300) as usize,
         1 => (r.next() % 5000) as usize,
         _ => (r.next() % 12) as usize,
-    }));
+    };
+    lengths.extend((0..20_000).map(|_| draw()));
+    // About 3.4 million on average; more of the same draws until past 2^20, whatever the
+    // seed.
+    while lengths.iter().sum::<usize>() <= 1 << 20 {
+        lengths.push(draw());
+    }
     let off = csr_offsets(3, &lengths);
     assert!(
         *off.last().unwrap() > 1 << 20,
@@ -1068,13 +1074,23 @@ fn check_scan_long_tail<T: Gen + DeviceValue, O: Operator<T>>(op: O, test: &str)
     // (f32: 4096 and 8192): on the thread schedule, segments of half an own tile up to one
     // listed for the small tiles, longer ones for the own, between short ones.
     let mut r = Rng(s ^ 3);
-    let lengths: Vec<usize> = (0..200)
+    let mut lengths: Vec<usize> = (0..200)
         .map(|i| match i % 20 {
             0 => 8192 + (r.next() % 12_000) as usize,
             1..=4 => (r.next() % 300) as usize,
             _ => 4096 + (r.next() % 4096) as usize,
         })
         .collect();
+    // The draws' total is only about 2% over 2^20 (some seeds fell short): segments of the
+    // common kind (4097 to 8191) are appended until the input holds 2^20 elements and the
+    // mean is a small tile or more, whatever the seed. Every segment is under 20 192 and
+    // the first 200 average at most 7230, so the mean stays under an own tile (8192).
+    let total = |l: &[usize]| l.iter().sum::<usize>();
+    while total(&lengths) + 4 < 1 << 20 || total(&lengths) < 4096 * lengths.len() {
+        lengths.push(4097 + (r.next() % 4095) as usize);
+    }
+    let mean = total(&lengths) / lengths.len();
+    assert!((4096..8192).contains(&mean), "mean {mean}");
     let off = csr_offsets(1, &lengths);
     let x: Vec<T> = data(*off.last().unwrap() as usize + 3, s ^ 11);
     assert!(x.len() >= 1 << 20);
