@@ -100,6 +100,7 @@ impl Gpu {
         op: O,
         config: ReduceConfig,
     ) -> Result<Reducer<T, O>> {
+        config.check()?;
         Reducer::new(self.clone(), op, config)
     }
 

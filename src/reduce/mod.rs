@@ -45,7 +45,39 @@ impl Default for ReduceConfig {
     }
 }
 
+/// An error ([`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)) unless `block`
+/// (the setting `what` names) is a power of two from 32 to 1024: the one message every
+/// configuration's `check` gives for a block size.
+pub(crate) fn check_config_block(what: &str, block: u32) -> crate::Result<()> {
+    if !(32..=1024).contains(&block) || !block.is_power_of_two() {
+        return Err(crate::Error::new(
+            crate::ErrorKind::InvalidConfig,
+            format!(
+                "{what}({block}): a block size must be a power of two from 32 to 1024 (CUDA \
+                 allows at most 1024 threads per block)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl ReduceConfig {
+    /// Checks the configuration without a device (what every entry point that takes one,
+    /// [`Gpu::reducer_with`](crate::Gpu::reducer_with), does first): the block sizes are
+    /// powers of two from 32 to 1024. Errors:
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), naming the setting.
+    ///
+    /// ```
+    /// use cufold::reduce::ReduceConfig;
+    /// assert!(ReduceConfig::default().check().is_ok());
+    /// let e = ReduceConfig::default().large_block(1000).check().unwrap_err();
+    /// assert!(e.to_string().contains("ReduceConfig::large_block(1000)"));
+    /// ```
+    pub fn check(&self) -> crate::Result<()> {
+        check_config_block("ReduceConfig::block", self.block)?;
+        check_config_block("ReduceConfig::large_block", self.large_block)
+    }
+
     /// Threads per block: a power of two from 32 to 1024 (default 1024, the fastest for sums
     /// on an H100 in BENCHMARKS.md); checked when the reducer is built. Order-free operators
     /// take [`ReduceConfig::large_block`] instead from [`ReduceConfig::large_from_len`]

@@ -666,6 +666,7 @@ impl Gpu {
         op: O,
         config: ScanConfig,
     ) -> Result<Scanner<T, O>> {
+        config.check()?;
         Scanner::new(self.clone(), op, config)
     }
 

@@ -77,6 +77,23 @@ impl Default for ScanConfig {
 }
 
 impl ScanConfig {
+    /// Checks the configuration without a device (what every entry point that takes one
+    /// does first: [`Gpu::scanner_with`](crate::Gpu::scanner_with), and
+    /// [`SegmentConfig::check`](crate::segment::SegmentConfig::check) for the one a
+    /// segmented scanner takes): the block size is a power of two from 32 to 1024 (the other
+    /// settings are clamped or free). Errors:
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), naming the setting.
+    ///
+    /// ```
+    /// use cufold::scan::ScanConfig;
+    /// assert!(ScanConfig::default().check().is_ok());
+    /// let e = ScanConfig::default().block(1000).check().unwrap_err();
+    /// assert!(e.to_string().contains("ScanConfig::block(1000)"));
+    /// ```
+    pub fn check(&self) -> crate::Result<()> {
+        crate::reduce::check_config_block("ScanConfig::block", self.block)
+    }
+
     /// Threads per block: a power of two from 32 to 1024 (default 256; halved automatically
     /// while an operator's accumulators would not fit the block's shared memory).
     ///

@@ -587,7 +587,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     /// The outputs need room for every run: `keys.len()` always suffices. Runs past the
     /// shortest output are not written (nothing is written outside the buffers), and
     /// `runs[0]` still gets the number of runs, so a caller that reads a count above its
-    /// capacity knows the outputs were short. Scratch: the handle's (64 bytes per 8192 keys
+    /// capacity knows the outputs were short. Slots at and past the run count are never
+    /// written (the kernel stores run `r` only for a run that exists): they keep what they
+    /// held, as [`Cpu::reduce_by_key`](crate::Cpu::reduce_by_key) returns exactly one entry a
+    /// run. Fill them with a value no run gives, or read the count, to tell them apart. Scratch: the handle's (64 bytes per 8192 keys
     /// and, for inputs of 2^20 or more, the long list).
     ///
     /// Errors, before any launch: keys and values of different lengths, or `runs` empty
@@ -627,7 +630,8 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     /// waits for the stream.
     ///
     /// The outputs need room for every run (`keys.len()` always suffices); runs past the
-    /// shorter output are not written, and `runs[0]` still gets the number of runs. Errors,
+    /// shorter output are not written, and `runs[0]` still gets the number of runs. Slots
+    /// at and past the run count are never written (as for `reduce_by_key_into`). Errors,
     /// before any launch: keys and values of different lengths, or `runs` empty
     /// ([`ErrorKind::LengthMismatch`]).
     ///

@@ -207,6 +207,7 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for SegmentReducer<T, O> {
 
 impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
     pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
+        config.check()?;
         let shape = ReduceShape::for_operator::<T, O>(config.get_block())?;
         let thread_shape = ReduceShape::for_operator::<T, O>(config.get_thread_block())?;
         let split_shape = ReduceShape::for_operator::<T, O>(config.get_split_block())?;

@@ -167,6 +167,30 @@ impl Default for SegmentConfig {
 }
 
 impl SegmentConfig {
+    /// Checks the configuration without a device, as every entry point that takes one does
+    /// first ([`Gpu::segment_reducer_with`](crate::Gpu::segment_reducer_with),
+    /// [`Gpu::segment_scanner_with`](crate::Gpu::segment_scanner_with)): the three block
+    /// sizes are powers of two from 32 to 1024, and the device-wide scan's configuration
+    /// passes [`ScanConfig::check`] (with its message; reducers check it too, though they
+    /// do not use it). Errors: [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig),
+    /// naming the setting.
+    ///
+    /// ```
+    /// use cufold::{scan::ScanConfig, segment::SegmentConfig};
+    /// assert!(SegmentConfig::default().check().is_ok());
+    /// let bad = ScanConfig::default().block(1000);
+    /// let e = SegmentConfig::default().scan(bad).check().unwrap_err();
+    /// assert_eq!(e.to_string(), bad.check().unwrap_err().to_string());
+    /// assert!(SegmentConfig::default().thread_block(48).check().is_err());
+    /// ```
+    pub fn check(&self) -> crate::Result<()> {
+        use crate::reduce::check_config_block;
+        check_config_block("SegmentConfig::block", self.block)?;
+        check_config_block("SegmentConfig::thread_block", self.thread_block)?;
+        check_config_block("SegmentConfig::split_block", self.split_block)?;
+        self.scan.check()
+    }
+
     /// Threads per block: a power of two from 32 to 1024 (default 256), for every kernel
     /// but the thread schedule's ([`SegmentConfig::thread_block`]) and [`Schedule::Split`]'s
     /// ([`SegmentConfig::split_block`]).

@@ -14,7 +14,7 @@ use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gpu::jit::embedded::defines;
 use crate::gpu::scratch::Lease;
-use crate::gpu::{allow_dynamic_shared, check_block, get_or_try, jit, resident_grid, Gpu};
+use crate::gpu::{allow_dynamic_shared, get_or_try, jit, resident_grid, Gpu};
 use crate::ops::check::{check_scan_lengths, check_scannable};
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use crate::scan::{ScanAlgorithm, ScanConfig, ScanKind, ScanShape, Scanner, TypeSizes};
@@ -297,8 +297,7 @@ fn cell_for(mean: u64, large: bool, small: Option<u64>, own: Option<u64>) -> usi
 impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     pub(crate) fn new(gpu: Gpu, op: O, config: SegmentConfig) -> Result<Self> {
         check_scannable::<T, O>()?;
-        check_block(config.get_block())?;
-        check_block(config.get_thread_block())?;
+        config.check()?;
         let shape = ScanShape::fitting(
             TypeSizes::of::<T, O>(),
             config.get_block(),
