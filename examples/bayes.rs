@@ -85,6 +85,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         z.std_error(),
         (z.mean - exact) / z.std_error()
     );
+    // A fixed seed: the estimate is a fixed number, and it must be where the mathematics says.
+    if ((z.mean - exact) / z.std_error()).abs() > 6.0 {
+        return Err("Z is more than six standard errors from the exact value".into());
+    }
     let num = estimate(&mc.map(post(1.0, 1.0, 1.0)), samples)?;
     println!(
         "E[θ | data] = {:.6}   exact (k+1)/(n+2) = {:.6}",
@@ -127,6 +131,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 t.elapsed().as_secs_f64() * 1e3 / 20.0
             );
         }
+    }
+    if worst > 6.0 {
+        return Err(format!(
+            "a prior's estimate is {worst:.1} standard errors from the exact value"
+        )
+        .into());
     }
     Ok(())
 }

@@ -93,6 +93,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         secs * 1e3
     );
 
+    if (got as f64 - want).abs() > 1e-5 * want.abs() {
+        return Err("log-sum-exp off by more than 1e-5 relative".into());
+    }
+
     // x[t+1] = a[t] x[t] + b[t]: the inclusive scan of the maps holds, at t, the composition
     // of maps 0..=t, so x[t+1] is that map applied to x[0].
     let steps = if quick { 100_000 } else { 10_000_000 };
@@ -107,6 +111,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     let prefixes = backend.scan(&maps, compose, ScanKind::Inclusive)?;
     let secs = t.elapsed().as_secs_f64();
+    if let Backend::Gpu(_) = backend {
+        // Built from + and *: the GPU's bits are the CPU backend's, or the example fails.
+        let cpu = cufold::Cpu::new().scan(&maps, compose, ScanKind::Inclusive)?;
+        let same = |f: &Affine, g: &Affine| {
+            (f.a.to_bits(), f.b.to_bits()) == (g.a.to_bits(), g.b.to_bits())
+        };
+        if !prefixes.iter().zip(&cpu).all(|(f, g)| same(f, g)) {
+            return Err("the GPU's scan of the maps differs from the CPU backend's".into());
+        }
+    }
     let x0 = 1.0;
     println!(
         "linear recurrence over {steps} steps: the scan of its maps, {:.1} ms{transfers}; x[t+1] by \

@@ -88,6 +88,19 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
+/// On the GPU, the scan's bits must be the CPU backend's (the maps are composed with + and *
+/// along the same grouping): the example fails otherwise.
+fn same_as_cpu<T: Real>(backend: &Backend, maps: &[Affine<T>], prefixes: &[Affine<T>]) -> Res<()> {
+    if let Backend::Gpu(_) = backend {
+        let cpu = cufold::Cpu::new().scan(maps, Compose, ScanKind::Inclusive)?;
+        let bits = |f: &Affine<T>| (f.a.to_f64().to_bits(), f.b.to_f64().to_bits());
+        if !prefixes.iter().zip(&cpu).all(|(f, g)| bits(f) == bits(g)) {
+            return Err("the GPU's scan of the maps differs from the CPU backend's".into());
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Res<()> {
     let quick = std::env::args().any(|a| a == "--quick");
     let backend = Backend::auto();
@@ -113,7 +126,13 @@ fn main() -> Res<()> {
     let prefixes = backend.scan(&m64, Compose, ScanKind::Inclusive)?;
     let scan_ms = ms_since(t);
     let (max, end) = errors(&m64, x0, prefixes.iter().map(|f| f.apply(x0)));
+    same_as_cpu(&backend, &m64, &prefixes)?;
     drop(prefixes);
+    if max > 1e-9 {
+        return Err(
+            format!("the f64 scan is {max:.1e} from the sequential loop (over 1e-9)").into(),
+        );
+    }
     println!(
         "f64: x[{steps}] = {last:.15}; scan against the sequential f64 loop: relative error max \
          over t {max:.2e}, at the end {end:.2e}"
@@ -147,6 +166,7 @@ fn main() -> Res<()> {
         x0,
         prefixes.iter().map(|f| f.apply(x0 as f32) as f64),
     );
+    same_as_cpu(&backend, &m32, &prefixes)?;
     drop(prefixes);
     let mut x = x0 as f32;
     let (loop_max, loop_end) = errors(

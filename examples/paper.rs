@@ -156,6 +156,18 @@ fn main() -> Res<()> {
                 ),
                 _ => (Cpu::new().reduce(s, Div2Mean)?, Cpu::new().reduce(s, Mean)?),
             };
+            if gpu.is_some() {
+                // The GPU computes the CPU backend's tree: the same bits, or the example fails.
+                let cpu = Cpu::new();
+                if cpu.reduce(s, Div2Mean)?.to_bits() != div2.to_bits()
+                    || cpu.reduce(s, Mean)?.to_bits() != mean.to_bits()
+                {
+                    return Err(format!(
+                        "{name}, N = {n}: the GPU's means differ from the CPU backend's"
+                    )
+                    .into());
+                }
+            }
             let err = |v: f64| v - exact;
             println!(
                 "{name:<7} {n:>11} {exact:>13.9} | {naive:>11.7} {:>9.1e} | {kahan:>11.7} {:>9.1e} | {div2:>11.7} {:>9.1e} | {mean:>11.7} {:>9.1e}",
