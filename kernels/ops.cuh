@@ -109,18 +109,22 @@ template <class T, bool MAX> struct ArgExt {
 template <class T> struct ArgMax : ArgExt<T, true> {};
 template <class T> struct ArgMin : ArgExt<T, false> {};
 
+// The sum in wide<T>: f32 for halves, f64 for f32 and f64, exact 128-bit integers
+// (cf::i128 / cf::u128) for integer elements, which no input of fewer than 2^64 elements
+// makes wrap.
 template <class T> struct WideSum {
     typedef T In; typedef typename wide<T>::type Acc; typedef Acc Out;
-    __device__ Acc identity() const { return (Acc)0; }
+    __device__ Acc identity() const { return zero<Acc>(); }
     __device__ Acc lift(In x, u64) const { return widen(x); }
     __device__ Acc combine(Acc a, Acc b) const { return arith<Acc>::add(a, b); }
     __device__ Out finish(Acc a, u64) const { return a; }
 };
 
-// WideSum's monoid, finished by dividing by N.
+// WideSum's monoid, finished by dividing by N (cf::mean_of: for integers the exact sum's
+// quotient, rounded once to the nearest double).
 template <class T> struct Mean : WideSum<T> {
     typedef double Out;
-    __device__ Out finish(typename WideSum<T>::Acc a, u64 n) const { return (double)a / (double)n; }
+    __device__ Out finish(typename WideSum<T>::Acc a, u64 n) const { return mean_of(a, n); }
 };
 
 struct MeanVarV { double count; double mean; double m2; };

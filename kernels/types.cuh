@@ -173,20 +173,155 @@ template <> struct limits<unsigned char> {
 template <class T> __device__ __forceinline__ T zero() { return down<T>((typename calc<T>::type)0); }
 template <class T> __device__ __forceinline__ T one() { return down<T>((typename calc<T>::type)1); }
 
-// The widened accumulator of an element type (what WideSum and Mean add in).
-template <class T> struct wide;
-template <> struct wide<f16> { typedef float type; };
-template <> struct wide<bf16> { typedef float type; };
-template <> struct wide<float> { typedef double type; };
-template <> struct wide<double> { typedef double type; };
-template <> struct wide<int> { typedef i64 type; };
-template <> struct wide<i64> { typedef i64 type; };
-template <> struct wide<unsigned> { typedef u64 type; };
-template <> struct wide<u64> { typedef u64 type; };
-template <> struct wide<unsigned char> { typedef u64 type; };
+// ---- 128-bit integers --------------------------------------------------------------------
+//
+// WideSum's and Mean's exact accumulators of integer elements (src/element.rs, WideValue):
+// two 64-bit words, low first, 16-byte aligned, the layout of Rust's i128 and u128. Not
+// __int128, which NVRTC accepts only with --device-int128 (and only on Linux). Two's
+// complement, so one addition serves both; a sum of at most 2^64 - 1 elements of 64 bits
+// or fewer never leaves 128 bits, so no sum of elements wraps.
+struct alignas(16) i128 { u64 lo; u64 hi; };
+struct alignas(16) u128 { u64 lo; u64 hi; };
 
-template <class T> __device__ __forceinline__ typename wide<T>::type widen(T x) {
-    return (typename wide<T>::type)up(x);
+template <class W> __device__ __forceinline__ W add128(W a, W b) {
+    W r;
+    r.lo = a.lo + b.lo;
+    r.hi = a.hi + b.hi + (u64)(r.lo < a.lo);
+    return r;
+}
+template <> struct arith<i128> {
+    static __device__ __forceinline__ i128 add(i128 a, i128 b) { return add128(a, b); }
+};
+template <> struct arith<u128> {
+    static __device__ __forceinline__ u128 add(u128 a, u128 b) { return add128(a, b); }
+};
+template <> __device__ __forceinline__ i128 zero<i128>() { i128 r; r.lo = 0; r.hi = 0; return r; }
+template <> __device__ __forceinline__ u128 zero<u128>() { u128 r; r.lo = 0; r.hi = 0; return r; }
+__device__ __forceinline__ i128 to_i128(i64 x) {
+    i128 r;
+    r.lo = (u64)x;
+    r.hi = x < 0 ? ~0ull : 0ull;
+    return r;
+}
+__device__ __forceinline__ u128 to_u128(u64 x) { u128 r; r.lo = x; r.hi = 0; return r; }
+
+// The widened accumulator of an element type (what WideSum and Mean add in), and the exact
+// conversion into it.
+template <class T> struct wide;
+template <class T, class W> struct wide_float {
+    typedef W type;
+    static __device__ __forceinline__ W of(T x) { return (W)up(x); }
+};
+template <> struct wide<f16> : wide_float<f16, float> {};
+template <> struct wide<bf16> : wide_float<bf16, float> {};
+template <> struct wide<float> : wide_float<float, double> {};
+template <> struct wide<double> : wide_float<double, double> {};
+template <class T> struct wide_signed {
+    typedef i128 type;
+    static __device__ __forceinline__ i128 of(T x) { return to_i128((i64)x); }
+};
+template <class T> struct wide_unsigned {
+    typedef u128 type;
+    static __device__ __forceinline__ u128 of(T x) { return to_u128((u64)x); }
+};
+template <> struct wide<int> : wide_signed<int> {};
+template <> struct wide<i64> : wide_signed<i64> {};
+template <> struct wide<unsigned> : wide_unsigned<unsigned> {};
+template <> struct wide<u64> : wide_unsigned<u64> {};
+template <> struct wide<unsigned char> : wide_unsigned<unsigned char> {};
+
+template <class T> __device__ __forceinline__ typename wide<T>::type widen(T x) { return wide<T>::of(x); }
+
+// (u1 * 2^64 + u0) / v and its remainder, for u1 < v (so that the quotient fits in 64 bits):
+// Hacker's Delight's divlu (Knuth's algorithm D on 32-bit digits), 64-bit operations only.
+__device__ __forceinline__ u64 div128by64(u64 u1, u64 u0, u64 v, u64* rem) {
+    const u64 b = 1ull << 32;
+    const int s = __clzll((long long)v);
+    v <<= s;
+    const u64 vn1 = v >> 32, vn0 = v & 0xffffffffull;
+    const u64 un32 = (u1 << s) | (s == 0 ? 0ull : u0 >> (64 - s));
+    const u64 un10 = u0 << s;
+    const u64 un1 = un10 >> 32, un0 = un10 & 0xffffffffull;
+    u64 q1 = un32 / vn1, rhat = un32 - q1 * vn1;
+    while (q1 >= b || q1 * vn0 > b * rhat + un1) {
+        q1 -= 1;
+        rhat += vn1;
+        if (rhat >= b) break;
+    }
+    const u64 un21 = un32 * b + un1 - q1 * v;
+    u64 q0 = un21 / vn1;
+    rhat = un21 - q0 * vn1;
+    while (q0 >= b || q0 * vn0 > b * rhat + un0) {
+        q0 -= 1;
+        rhat += vn1;
+        if (rhat >= b) break;
+    }
+    *rem = (un21 * b + un0 - q0 * v) >> s;
+    return q1 * b + q0;
+}
+
+// m / n rounded to the nearest double, ties to even, negated if `negative`; NaN for n = 0
+// (the bits of Rust's f64::NAN), +0 for m = 0. The steps of src/ops/ratio.rs, round_ratio:
+// where both fit in 53 bits, one IEEE division of their exact images; otherwise m shifted
+// (dropped bits into a sticky bit) so that q = floor(D / n) lies in [2^55, 2^57), the
+// remainder and the dropped bits set q's lowest bit (below the rounding bit), q is
+// converted to double (rounded once, to nearest even) and scaled by an exact power of two.
+__device__ __forceinline__ double round_ratio(bool negative, u64 hi, u64 lo, u64 n) {
+    if (n == 0) return __longlong_as_double(0x7ff8000000000000ll);
+    if ((hi | lo) == 0) return 0.0;
+    const u64 exact = 1ull << 53;
+    double v;
+    if (hi == 0 && lo <= exact && n <= exact) {
+        v = (double)lo / (double)n;
+    } else {
+        const int l = hi != 0 ? 128 - __clzll((long long)hi) : 64 - __clzll((long long)lo);
+        const int b = 64 - __clzll((long long)n);
+        const int t = 56 + b - l;
+        u64 dh, dl;
+        bool dropped = false;
+        if (t >= 64) {
+            dh = lo << (t - 64);
+            dl = 0;
+        } else if (t > 0) {
+            dh = (hi << t) | (lo >> (64 - t));
+            dl = lo << t;
+        } else if (t == 0) {
+            dh = hi;
+            dl = lo;
+        } else {
+            const int k = -t;  // 1..71
+            if (k < 64) {
+                dropped = (lo << (64 - k)) != 0;
+                dl = (lo >> k) | (hi << (64 - k));
+                dh = hi >> k;
+            } else {
+                dropped = lo != 0 || (k > 64 && (hi << (128 - k)) != 0);
+                dl = hi >> (k - 64);
+                dh = 0;
+            }
+        }
+        u64 r;
+        u64 q = div128by64(dh, dl, n, &r);
+        q |= (u64)(dropped || r != 0);
+        v = (double)q * __longlong_as_double((long long)(1023 - t) << 52);
+    }
+    return negative ? -v : v;
+}
+
+// Mean's finish: the sum of n elements divided by n. Floats: the sum as double over n as
+// double; 128-bit integers: the correctly rounded quotient (round_ratio).
+__device__ __forceinline__ double mean_of(float a, u64 n) { return (double)a / (double)n; }
+__device__ __forceinline__ double mean_of(double a, u64 n) { return a / (double)n; }
+__device__ __forceinline__ double mean_of(u128 a, u64 n) { return round_ratio(false, a.hi, a.lo, n); }
+__device__ __forceinline__ double mean_of(i128 a, u64 n) {
+    const bool negative = (i64)a.hi < 0;
+    // The magnitude, two's complement negated (i128's minimum, -2^127, gives 2^127).
+    u64 lo = a.lo, hi = a.hi;
+    if (negative) {
+        lo = ~lo + 1;
+        hi = ~hi + (u64)(lo == 0);
+    }
+    return round_ratio(negative, hi, lo, n);
 }
 
 // A Rust array [T; N]: N values in a row (a Monte Carlo sample of N draws, say).

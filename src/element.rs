@@ -26,7 +26,7 @@ use std::fmt::Debug;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a device value: it has no CUDA twin",
     label = "not a device value",
-    note = "device values are f32, f64, f16, bf16, i32, i64, u32, u64, u8, cufold's value types \
+    note = "device values are f32, f64, f16, bf16, i32, i64, u32, u64, u8, i128, u128, cufold's value types \
             (ops::Affine<f32>, ops::Indexed<f32>, ...) and #[repr(C)] structs with #[derive(cufold::DeviceType)]"
 )]
 pub unsafe trait DeviceValue:
@@ -161,20 +161,110 @@ pub trait Element: DeviceValue + PartialOrd + sealed::Sealed {
 }
 
 /// An element with a wider accumulator type, for [`WideSum`](crate::ops::WideSum) and
-/// [`Mean`](crate::ops::Mean): f16/bf16 → f32, f32 → f64, f64 → f64, signed → i64,
-/// unsigned → u64.
+/// [`Mean`](crate::ops::Mean): f16/bf16 → f32, f32 → f64, f64 → f64, and every integer
+/// type to 128 bits, signed (i32, i64) → i128, unsigned (u8, u32, u64) → u128.
+///
+/// The integer accumulators are exact: a sum of at most 2^64 - 1 elements of 64 bits or
+/// fewer never leaves 128 bits (|sum| ≤ 2^127 for i64, < 2^128 for u64), so `WideSum`
+/// returns the true sum and `Mean` the correctly rounded f64 of the true mean, where
+/// [`Sum`](crate::ops::Sum) wraps in the element type.
 ///
 /// ```
 /// use cufold::Widen;
 /// let w: f64 = 0.1f32.widen();
 /// assert_eq!(w, 0.1f32 as f64);
+/// let i: i128 = i64::MIN.widen();
+/// assert_eq!(i, i64::MIN as i128);
+/// let u: u128 = 255u8.widen();
+/// assert_eq!(u, 255);
 /// ```
 pub trait Widen: Element {
-    /// The accumulator type.
-    type Wide: Element;
+    /// The accumulator type: f32 or f64 for floats, i128 or u128 for integers.
+    type Wide: WideValue;
     /// Exact conversion into the accumulator type.
     fn widen(self) -> Self::Wide;
 }
+
+/// An accumulator type of [`Widen`]: f32, f64, i128 or u128, with the addition
+/// [`WideSum`](crate::ops::WideSum) combines with and the division
+/// [`Mean`](crate::ops::Mean) finishes with. Sealed.
+///
+/// The 128-bit integers are device values whose C++ twins are `cf::i128` and `cf::u128`
+/// (kernels/types.cuh: two 64-bit words, low first, 16-byte aligned, as Rust lays out
+/// `i128` and `u128` on x86_64 and aarch64), so they need no `__int128` support from NVRTC.
+///
+/// ```
+/// use cufold::{DeviceValue, WideValue};
+/// assert_eq!(i128::cuda_name(), "cf::i128");
+/// assert_eq!(u128::cuda_name(), "cf::u128");
+/// assert_eq!(u128::MAX.wide_add(2), 1); // wraps, but no sum of 64-bit inputs gets there
+/// assert_eq!(7i128.mean_of(2), 3.5);
+/// assert_eq!(3.0f64.mean_of(2), 1.5);
+/// ```
+pub trait WideValue: DeviceValue + PartialEq + sealed::Sealed {
+    /// Zero, the identity of the sum.
+    fn wide_zero() -> Self;
+    /// The sum (wrapping for the 128-bit integers, which sums of at most 2^64 - 1 inputs
+    /// of 64 bits never do).
+    fn wide_add(self, other: Self) -> Self;
+    /// The mean of `n` elements whose sum is `self`, as [`Mean`](crate::ops::Mean)
+    /// finishes: for floats `self / n` in f64 (`self` rounded to f64 first), for the
+    /// 128-bit integers the correctly rounded (nearest, ties to even) f64 of the exact
+    /// quotient ([`round_ratio_to_f64`](crate::ops::round_ratio_to_f64)). NaN for `n = 0`.
+    fn mean_of(self, n: u64) -> f64;
+}
+
+macro_rules! wide_float {
+    ($t:ty) => {
+        impl WideValue for $t {
+            fn wide_zero() -> Self {
+                0.0
+            }
+            fn wide_add(self, other: Self) -> Self {
+                self + other
+            }
+            fn mean_of(self, n: u64) -> f64 {
+                self as f64 / n as f64
+            }
+        }
+    };
+}
+wide_float!(f32);
+wide_float!(f64);
+
+macro_rules! wide_int {
+    ($t:ty, $cuda:expr, $ratio:path) => {
+        // SAFETY: `cf::i128` / `cf::u128` (kernels/types.cuh) are `struct alignas(16) { u64
+        // lo; u64 hi; }`: 16 bytes, 16-byte aligned, the low word first, which is the layout
+        // of Rust's 128-bit integers on the little-endian targets CUDA runs on (16-byte
+        // alignment since Rust 1.77 on x86_64); every bit pattern is a valid value.
+        unsafe impl DeviceValue for $t {
+            const DENSE: bool = true;
+            fn cuda_name() -> String {
+                $cuda.to_string()
+            }
+        }
+        impl sealed::Sealed for $t {}
+        impl WideValue for $t {
+            fn wide_zero() -> Self {
+                0
+            }
+            fn wide_add(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+            fn mean_of(self, n: u64) -> f64 {
+                $ratio(self, n)
+            }
+        }
+    };
+}
+wide_int!(i128, "cf::i128", crate::ops::round_ratio_to_f64);
+wide_int!(u128, "cf::u128", crate::ops::round_ratio_to_f64_unsigned);
+
+const _: () = assert!(
+    std::mem::size_of::<i128>() == 16 && std::mem::align_of::<i128>() == 16,
+    "cf::i128 is 16 bytes, 16-byte aligned (Rust 1.77 or later)"
+);
 
 /// The real floating-point types f32 and f64, for operators that need true arithmetic in
 /// the element type ([`Div2Mean`](crate::ops::Div2Mean), [`Compose`](crate::ops::Compose),
@@ -291,11 +381,11 @@ macro_rules! int_element {
 
 // The last two arguments: the signed type of the same width, and what to XOR the value with
 // so that the signed order of the result is the value's order (the sign bit, for unsigned).
-int_element!(i32, "int", i64, i32, 0);
-int_element!(i64, "long long", i64, i64, 0);
-int_element!(u32, "unsigned int", u64, i32, 1 << 31);
-int_element!(u64, "unsigned long long", u64, i64, 1 << 63);
-int_element!(u8, "unsigned char", u64, i8, 1 << 7);
+int_element!(i32, "int", i128, i32, 0);
+int_element!(i64, "long long", i128, i64, 0);
+int_element!(u32, "unsigned int", u128, i32, 1 << 31);
+int_element!(u64, "unsigned long long", u128, i64, 1 << 63);
+int_element!(u8, "unsigned char", u128, i8, 1 << 7);
 
 /// The keys of [`Element::max_key`] and [`Element::min_key`] for a float whose bits are the
 /// unsigned integer type `$u` with `mantissa` stored mantissa bits, as kernels/types.cuh

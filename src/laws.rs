@@ -96,7 +96,7 @@ macro_rules! approx_exact {
         }
     )*};
 }
-approx_exact!(bool, u8, u16, u32, u64, i8, i16, i32, i64);
+approx_exact!(bool, u8, u16, u32, u64, u128, i8, i16, i32, i64, i128);
 
 /// `(a, b)` as f64 and their ordered integer images (for ulps), compared under `tol`.
 fn float_eq(a: f64, b: f64, ordered: (i64, i64), tol: Tolerance) -> bool {

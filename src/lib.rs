@@ -118,7 +118,7 @@ mod tree;
 
 pub use backend::Backend;
 pub use cpu::Cpu;
-pub use element::{DeviceValue, Element, Real, Widen};
+pub use element::{DeviceValue, Element, Real, WideValue, Widen};
 pub use error::{Error, ErrorKind, Result};
 pub use gpu::{cuda_header, cuda_headers, DiskCache, Gpu, GpuOptions};
 pub use half::{bf16, f16};

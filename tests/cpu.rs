@@ -45,12 +45,12 @@ fn integer_sums_are_exact_and_wrap() {
         let x: Vec<i32> = data(n, s ^ n as u64);
         let want = x.iter().fold(0i32, |a, &b| a.wrapping_add(b));
         assert_eq!(Cpu::new().reduce(&x, Sum).unwrap(), want, "n = {n}");
-        let wide = x.iter().map(|&v| v as i64).sum::<i64>();
+        let wide = x.iter().map(|&v| v as i128).sum::<i128>();
         assert_eq!(Cpu::new().reduce(&x, WideSum).unwrap(), wide, "n = {n}");
         let y: Vec<u8> = data(n, s ^ n as u64);
         assert_eq!(
             Cpu::new().reduce(&y, WideSum).unwrap(),
-            y.iter().map(|&v| v as u64).sum::<u64>()
+            y.iter().map(|&v| v as u128).sum::<u128>()
         );
         assert_eq!(
             Cpu::new().reduce(&y, Sum).unwrap(),

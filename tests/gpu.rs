@@ -571,7 +571,7 @@ fn more_than_2_pow_32_elements_generated_on_the_device() {
             .map(|h| h.join().unwrap())
             .fold((0u64, u8::MAX), |a, b| (a.0 + b.0, a.1.min(b.1)))
     });
-    assert_eq!(g.reduce(&dev, WideSum).unwrap(), sum);
+    assert_eq!(g.reduce(&dev, WideSum).unwrap(), sum as u128);
     assert_eq!(g.reduce(&dev, Sum).unwrap(), sum as u8);
     assert_eq!(
         g.reduce(&dev, ArgMax).unwrap(),

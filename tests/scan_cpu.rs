@@ -143,10 +143,10 @@ fn integer_and_dyadic_prefixes_equal_sequential_sums() {
             assert_eq!(got[i], acc, "n = {n}, i = {i}");
         }
         let wide = Cpu::new().scan(&xi, WideSum, ScanKind::Exclusive).unwrap();
-        let mut acc = 0i64;
+        let mut acc = 0i128;
         for i in 0..n {
             assert_eq!(wide[i], acc, "n = {n}, i = {i}");
-            acc += xi[i] as i64;
+            acc += xi[i] as i128;
         }
         // Multiples of 2^-10 below 2^10: every partial sum is exact in f64.
         let xf: Vec<f64> = xi
@@ -287,14 +287,14 @@ fn div2mean_cannot_be_scanned() {
 #[test]
 fn large_outputs_take_the_streaming_path_and_keep_every_prefix() {
     let s = seed("large_outputs_take_the_streaming_path_and_keep_every_prefix");
-    let n = (1usize << 21) + 37; // 8 MiB of u32 and a tail, 16 MiB of u64
+    let n = (1usize << 21) + 37; // 8 MiB of u32 and a tail, 32 MiB of u128
     let x: Vec<u32> = data(n, s);
     let mut narrow = vec![0u32; n];
-    let mut wide = vec![0u64; n];
-    let (mut a, mut b) = (0u32, 0u64);
+    let mut wide = vec![0u128; n];
+    let (mut a, mut b) = (0u32, 0u128);
     for i in 0..n {
         a = a.wrapping_add(x[i]);
-        b += x[i] as u64;
+        b += x[i] as u128;
         narrow[i] = a;
         wide[i] = b;
     }

@@ -2,11 +2,17 @@
 
 use super::lanes::{arg_best, extreme_key, min_max_keys};
 use super::{device_struct, max2, min2, CudaOp, Operator};
-use crate::element::{Element, Widen};
+use crate::element::{Element, WideValue, Widen};
 
-/// The sum, in the element type (wrapping for integers; f16/bf16 rounded after each add).
+/// The sum, in the element type (f16/bf16 rounded after each add).
+///
+/// **Integers wrap** on overflow, as Rust's `wrapping_add` does (on the CPU and the GPU
+/// alike): `Sum` of `[i32::MAX, 1]` is `i32::MIN`, with no error. That keeps the sum in the
+/// element type and [order-free](Operator::ORDER_FREE); for a sum that cannot wrap use
+/// [`WideSum`] (exact, in 128 bits), and for a mean [`Mean`](super::Mean).
 ///
 /// ```
+/// assert_eq!(cufold::Cpu::new().reduce(&[i32::MAX, 1], cufold::ops::Sum)?, i32::MIN);
 /// let total: i32 = cufold::Cpu::new().reduce(&[1, 2, 3], cufold::ops::Sum)?;
 /// assert_eq!(total, 6);
 /// # Ok::<(), cufold::Error>(())
@@ -38,9 +44,13 @@ impl<T: Element> Operator<T> for Sum {
     }
 }
 
-/// The product, in the element type (wrapping for integers).
+/// The product, in the element type (f16/bf16 rounded after each multiply).
+///
+/// **Integers wrap** on overflow, as Rust's `wrapping_mul` does (on the CPU and the GPU
+/// alike): the result is the true product modulo 2^bits, with no error.
 ///
 /// ```
+/// assert_eq!(cufold::Cpu::new().reduce(&[1u8 << 4, 1 << 4, 3], cufold::ops::Prod)?, 0);
 /// let p: u64 = cufold::Cpu::new().reduce(&[2u64, 3, 7], cufold::ops::Prod)?;
 /// assert_eq!(p, 42);
 /// # Ok::<(), cufold::Error>(())
@@ -72,12 +82,23 @@ impl<T: Element> Operator<T> for Prod {
     }
 }
 
-/// The sum accumulated in the wider type of [`Widen`]: f16/bf16 in f32, f32 in f64,
-/// integers in i64/u64. The output is the wide type.
+/// The sum accumulated in the wider type of [`Widen`], which is also the output: f16/bf16
+/// in f32, f32 in f64, f64 in f64, and integers **exactly** in 128 bits (i32, i64 → i128;
+/// u8, u32, u64 → u128).
+///
+/// No integer `WideSum` wraps: a sum of at most 2^64 - 1 elements of 64 bits or fewer stays
+/// within 128 bits (|sum| ≤ 2^127 for i64, < 2^128 for u64), so the result is the true sum,
+/// and integer `WideSum`s are [order-free](Operator::ORDER_FREE), as [`Sum`] of integers
+/// is. Scans of it give 128-bit prefixes. Floating-point sums are rounded along the
+/// canonical tree.
 ///
 /// ```
 /// let s: f64 = cufold::Cpu::new().reduce(&[1e8f32, 1.0, -1e8], cufold::ops::WideSum)?;
 /// assert_eq!(s, 1.0);
+/// let s: u128 = cufold::Cpu::new().reduce(&[u64::MAX, 1], cufold::ops::WideSum)?;
+/// assert_eq!(s, 1 << 64); // Sum would wrap to 0
+/// let s: i128 = cufold::Cpu::new().reduce(&[i32::MIN, i32::MIN], cufold::ops::WideSum)?;
+/// assert_eq!(s, -(1 << 32));
 /// # Ok::<(), cufold::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
@@ -91,13 +112,13 @@ impl<T: Widen> Operator<T> for WideSum {
     const EMPTY_IS_ERROR: bool = false;
     const NAME: &'static str = "WideSum";
     fn identity(&self) -> T::Wide {
-        T::Wide::zero()
+        T::Wide::wide_zero()
     }
     fn lift(&self, x: T, _: u64) -> T::Wide {
         x.widen()
     }
     fn combine(&self, a: T::Wide, b: T::Wide) -> T::Wide {
-        a.add(b)
+        a.wide_add(b)
     }
     fn finish(&self, acc: T::Wide, _: u64) -> T::Wide {
         acc

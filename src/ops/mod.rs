@@ -6,17 +6,32 @@
 //!
 //! | operator | input | accumulator | output | N = 0 |
 //! |---|---|---|---|---|
-//! | [`Sum`], [`Prod`] | any [`Element`] | same | same (wrapping for integers) | 0, 1 |
-//! | [`WideSum`] | any [`Widen`](crate::Widen) | [`Widen::Wide`](crate::Widen::Wide) | same | 0 |
+//! | [`Sum`], [`Prod`] | any [`Element`] | same | same (**wrapping** for integers) | 0, 1 |
+//! | [`WideSum`] | any [`Widen`](crate::Widen) | [`Widen::Wide`](crate::Widen::Wide): f32, f64, or i128 / u128 (exact) for integers | same | 0 |
 //! | [`Min`], [`Max`] | any [`Element`] | same | same (NaN propagates) | error |
 //! | [`MinMax`] | any [`Element`] | [`MinMaxValue`] | same | error |
 //! | [`ArgMin`], [`ArgMax`] | any [`Element`] | [`Indexed`] | same (ties: lowest index) | error |
-//! | [`Mean`] | any [`Widen`](crate::Widen) | [`Widen::Wide`](crate::Widen::Wide) | f64 | error |
+//! | [`Mean`] | any [`Widen`](crate::Widen) | [`Widen::Wide`](crate::Widen::Wide) (exact for integers) | f64 (integers: correctly rounded) | error |
 //! | [`MeanVar`] | any [`Element`] | [`MeanVarValue`] | same | error |
 //! | [`Div2Mean`] | f32, f64 | same | same | error |
 //! | [`Compose`] | [`Affine<R>`] | same | same (not commutative) | identity map |
 //! | [`MatMul`] | [`Mat2<R>`] | same | same (not commutative) | identity matrix |
 //! | [`Mapped`] | a [`Transform`]'s input | the operator's | the operator's | the operator's |
+//!
+//! **Integer overflow.** [`Sum`] and [`Prod`] of integers wrap, as Rust's `wrapping_add`
+//! and `wrapping_mul` do, on every backend and with no error: `Sum` of `[u8::MAX, 1]` is 0.
+//! This is the documented integer semantics (it keeps them in the element type and
+//! order-free), not an accident of the GPU. Where the value itself is wanted, [`WideSum`]
+//! adds integers exactly in 128 bits and [`Mean`] divides that exact sum, rounding once
+//! ([`round_ratio_to_f64`]); neither wraps, for any input of fewer than 2^64 elements.
+//!
+//! ```
+//! use cufold::{ops, Cpu};
+//! assert_eq!(Cpu::new().reduce(&[u8::MAX, 1], ops::Sum)?, 0); // wraps
+//! assert_eq!(Cpu::new().reduce(&[u8::MAX, 1], ops::WideSum)?, 256u128); // exact
+//! assert_eq!(Cpu::new().reduce(&[i64::MAX, i64::MAX], ops::Mean)?, 2f64.powi(63));
+//! # Ok::<(), cufold::Error>(())
+//! ```
 //!
 //! **Scans.** Every operator but [`Div2Mean`] can be scanned: the output at position `i` is
 //! `finish(prefix, count)` with the prefix of the `count` elements before it (exclusive)
@@ -54,6 +69,7 @@ mod lanes;
 mod mapped;
 mod ordered;
 mod params;
+mod ratio;
 mod stats;
 
 pub use basic::{ArgMax, ArgMin, Indexed, Max, Min, MinMax, MinMaxValue, Prod, Sum, WideSum};
@@ -61,6 +77,7 @@ pub use mapped::{cuda_f64, Identity, Mapped, Transform};
 pub use ordered::{Affine, Compose, Mat2, MatMul};
 pub(crate) use params::ParamBlob;
 pub use params::{OpParams, MAX_PARAM_BYTES};
+pub use ratio::{round_ratio_to_f64, round_ratio_to_f64_unsigned};
 pub use stats::{Div2Mean, Mean, MeanVar, MeanVarValue};
 
 /// The CUDA half of an operator: a C++ type with `In`, `Acc` and `Out` typedefs and the
@@ -123,8 +140,8 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     /// identity, so that every order and grouping of the combines gives the same bits. The
     /// planner then reduces with long per-thread runs and one tree at the end instead of the
     /// canonical tree (a cheaper schedule, the same result). Min, Max, MinMax, ArgMin and
-    /// ArgMax are order-free, and so are Sum, Prod, WideSum and Mean over integers (wrapping
-    /// arithmetic); floating-point sums are not. [`laws::check`](crate::laws::check) tests
+    /// ArgMax are order-free, and so are Sum and Prod over integers (wrapping arithmetic)
+    /// and WideSum and Mean over integers (exact 128-bit sums); floating-point sums are not. [`laws::check`](crate::laws::check) tests
     /// the claim bit for bit; `#[cufold::op(order_free)]` makes it.
     ///
     /// ```

@@ -1,25 +1,37 @@
 //! Means: the plain mean, mean and variance in one pass, and the paper's halving mean.
 
 use super::{CudaOp, Operator, WideSum};
-use crate::element::{Element, Real, Widen};
+use crate::element::{Element, Real, WideValue, Widen};
 
-/// The arithmetic mean as f64: the canonical-tree sum in the [`Widen::Wide`] type
-/// (f32 inputs add in f64, f16/bf16 in f32, integers exactly in i64/u64 with wrapping),
-/// divided by N at the end.
+/// The arithmetic mean as f64: [`WideSum`]'s sum, divided by N at the end.
 ///
-/// Pairwise (tree) summation bounds the rounding error by O(log N) ulps of the wide type,
-/// and the wide type leaves room for 2^29 ≥ N f32 values without absorption: adding a
-/// small value to a large partial sum keeps its bits. Empty input: an error.
+/// - **Integers** (i32, i64, u32, u64, u8) add exactly in 128 bits (i128 / u128, which no
+///   sum of up to 2^64 - 1 elements leaves), and the finish rounds once: the result is the
+///   f64 nearest to the exact `sum / N`, ties to even
+///   ([`round_ratio_to_f64`](super::round_ratio_to_f64)), on the CPU and the GPU alike. So
+///   the mean of `[i64::MAX, i64::MAX]` is `2^63` (the f64 nearest to `i64::MAX`), and no
+///   mean of integers wraps. Integer means are [order-free](Operator::ORDER_FREE).
+/// - **Floats** add along the canonical tree in the [`Widen::Wide`] type (f32 inputs in
+///   f64, f16/bf16 in f32, f64 in f64), and the sum, as f64, is divided by N as f64.
+///   Pairwise (tree) summation bounds the rounding error by O(log N) ulps of the wide type,
+///   and the wide type leaves room for 2^29 ≥ N f32 values without absorption: adding a
+///   small value to a large partial sum keeps its bits.
+///
+/// Empty input: an error (the exclusive scan's first output, `finish(identity, 0)`, is NaN).
 ///
 /// ```
 /// let m = cufold::Cpu::new().reduce(&[1.0f32, 2.0, 4.0, 5.0], cufold::ops::Mean)?;
 /// assert_eq!(m, 3.0);
+/// let m = cufold::Cpu::new().reduce(&[u64::MAX, u64::MAX], cufold::ops::Mean)?;
+/// assert_eq!(m, 2f64.powi(64)); // the f64 nearest to u64::MAX, no wrapping
+/// let m = cufold::Cpu::new().reduce(&[i64::MIN, i64::MIN, 1], cufold::ops::Mean)?;
+/// assert_eq!(m, -(2f64.powi(64)) / 3.0); // rounded once from the exact (2^64 - 1) / -3
 /// # Ok::<(), cufold::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Mean;
 
-/// [`WideSum`]'s monoid, with a finish that divides by N.
+/// [`WideSum`]'s monoid, with a finish that divides by N ([`WideValue::mean_of`]).
 impl<T: Widen> Operator<T> for Mean {
     type Acc = T::Wide;
     type Out = f64;
@@ -37,7 +49,7 @@ impl<T: Widen> Operator<T> for Mean {
         <WideSum as Operator<T>>::combine(&WideSum, a, b)
     }
     fn finish(&self, acc: T::Wide, n: u64) -> f64 {
-        acc.to_f64() / n as f64
+        acc.mean_of(n)
     }
     fn cuda(&self) -> CudaOp {
         CudaOp::builtin::<T>("Mean")

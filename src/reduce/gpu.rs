@@ -153,7 +153,7 @@ impl Gpu {
     ///
     /// ```no_run
     /// let gpu = cufold::Gpu::open(0)?;
-    /// assert_eq!(gpu.reduce_host(&[1u8, 2, 3], cufold::ops::WideSum)?, 6u64);
+    /// assert_eq!(gpu.reduce_host(&[1u8, 2, 3], cufold::ops::WideSum)?, 6u128);
     /// # Ok::<(), cufold::Error>(())
     /// ```
     pub fn reduce_host<T: DeviceValue, O: Operator<T>>(&self, x: &[T], op: O) -> Result<O::Out> {

@@ -71,7 +71,7 @@ impl Cpu {
     ///
     /// ```
     /// use cufold::{ops, Cpu, ScanKind};
-    /// let mut out = [0u64; 4];
+    /// let mut out = [0u128; 4];
     /// Cpu::new().scan_into(&[3u32, 1, 4, 1], &mut out, ops::WideSum, ScanKind::Exclusive)?;
     /// assert_eq!(out, [0, 3, 4, 8]);
     /// # Ok::<(), cufold::Error>(())

@@ -235,6 +235,8 @@ pub fn same<X: std::fmt::Debug + 'static>(a: &X, b: &X) -> bool {
     by_bits!(
         usize,
         bool,
+        i128,
+        u128,
         MeanVarValue,
         Affine<f32>,
         Affine<f64>,
@@ -269,7 +271,7 @@ macro_rules! int_same_bits {
         }
     )*};
 }
-int_same_bits!(u8, i8, u16, i16, u32, i32, u64, i64, usize, bool);
+int_same_bits!(u8, i8, u16, i16, u32, i32, u64, i64, u128, i128, usize, bool);
 
 impl<T: SameBits> SameBits for cufold::ops::Indexed<T> {
     fn same_bits(&self, o: &Self) -> bool {
@@ -562,6 +564,12 @@ macro_rules! bits_int {
     ($($t:ty),*) => {$(impl Bits for $t { fn bits(&self) -> [u64; 4] { [*self as u64, 0, 0, 0] } })*};
 }
 bits_int!(i32, i64, u32, u64, u8);
+macro_rules! bits_wide {
+    ($($t:ty),*) => {$(impl Bits for $t {
+        fn bits(&self) -> [u64; 4] { [*self as u64, (*self >> 64) as u64, 0, 0] }
+    })*};
+}
+bits_wide!(i128, u128);
 macro_rules! bits_float {
     ($($t:ty),*) => {$(impl Bits for $t {
         fn bits(&self) -> [u64; 4] {
