@@ -340,7 +340,7 @@ impl std::fmt::Debug for RunCache {
     }
 }
 
-fn check_keys(keys: usize, values: usize) -> Result<()> {
+pub(super) fn check_keys(keys: usize, values: usize) -> Result<()> {
     if keys != values {
         return Err(Error::new(
             ErrorKind::LengthMismatch,
@@ -888,6 +888,28 @@ impl Cpu {
                 .collect(),
             lengths: offsets.windows(2).map(|w| w[1] - w[0]).collect(),
         })
+    }
+
+    /// The scan of `values`, restarting at each run of equal consecutive `keys`, in a new
+    /// vector ([`Cpu::scan_by_key_into`]).
+    ///
+    /// ```
+    /// use cufold::{ops, Cpu, ScanKind};
+    /// let y = Cpu::new().scan_by_key(&[5u32, 5, 6], &[1.0f32, 2.0, 4.0], ops::Sum, ScanKind::Inclusive)?;
+    /// assert_eq!(y, [1.0, 3.0, 4.0]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan_by_key<K: Element, T: DeviceValue, O: Operator<T>>(
+        &self,
+        keys: &[K],
+        values: &[T],
+        op: O,
+        kind: ScanKind,
+    ) -> Result<Vec<O::Out>> {
+        check_keys(keys.len(), values.len())?;
+        let mut out = super::try_zeroed::<O::Out>(values.len())?;
+        self.scan_by_key_into(keys, values, &mut out, op, kind)?;
+        Ok(out)
     }
 
     /// Scans `values` into `out` (the same length), restarting at each run of equal

@@ -63,6 +63,31 @@ impl Cpu {
             .collect())
     }
 
+    /// [`Cpu::reduce_rows`] into `out` (one value a row).
+    ///
+    /// Errors: as [`Cpu::reduce_rows`], and an `out` of another length than `rows.rows`
+    /// ([`ErrorKind::LengthMismatch`]).
+    ///
+    /// ```
+    /// use cufold::{ops, segment::Rows, Cpu};
+    /// let mut means = [0.0f64; 2];
+    /// Cpu::new().reduce_rows_into(&[1.0f64, 2.0, 3.0, 5.0], Rows::new(2, 2), &mut means, ops::Mean)?;
+    /// assert_eq!(means, [1.5, 4.0]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn reduce_rows_into<T: DeviceValue, O: Operator<T>>(
+        &self,
+        x: &[T],
+        rows: Rows,
+        out: &mut [O::Out],
+        op: O,
+    ) -> Result<()> {
+        let count = check_rows::<O::Out>(&rows, x.len(), 1)?;
+        super::plan::check_rows_out(&rows, count, out.len())?;
+        out.copy_from_slice(&self.reduce_rows(x, rows, op)?);
+        Ok(())
+    }
+
     /// One result per segment `offsets[i]..offsets[i + 1]` of `x` (CSR style):
     /// `Some(reduce(segment))`, or `None` for an empty segment of an operator without an
     /// empty value (module [`segment`](crate::segment)).
@@ -169,17 +194,64 @@ impl Cpu {
     ) -> Result<Vec<O::Out>> {
         let len = check_rows::<O::Out>(&rows, x.len(), rows.cols)?;
         check_scannable::<T, O>()?;
+        let mut out = super::try_zeroed::<O::Out>(len)?;
+        self.scan_rows_into(x, rows, &mut out, op, kind)?;
+        Ok(out)
+    }
+
+    /// [`Cpu::scan_rows`] into `out` (`rows * cols` values, every one written).
+    ///
+    /// Errors: as [`Cpu::scan_rows`], and an `out` of another length
+    /// ([`ErrorKind::LengthMismatch`]).
+    ///
+    /// ```
+    /// use cufold::{ops, segment::Rows, Cpu, ScanKind};
+    /// let mut y = [0; 4];
+    /// Cpu::new().scan_rows_into(&[1, 2, 3, 4], Rows::new(2, 2), &mut y, ops::Max, ScanKind::Inclusive)?;
+    /// assert_eq!(y, [1, 2, 3, 4]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan_rows_into<T: DeviceValue, O: Operator<T>>(
+        &self,
+        x: &[T],
+        rows: Rows,
+        out: &mut [O::Out],
+        op: O,
+        kind: ScanKind,
+    ) -> Result<()> {
+        let len = check_rows::<O::Out>(&rows, x.len(), rows.cols)?;
+        super::plan::check_rows_out(&rows, len, out.len())?;
+        check_scannable::<T, O>()?;
         if len == 0 {
-            return Ok(Vec::new());
+            return Ok(());
         }
-        // Every element is overwritten.
-        let mut out = try_alloc::<O::Out>(len)?;
-        // SAFETY: DeviceValue types are ValidAsZeroBits (as `scan::cpu::zeroed_vec`).
-        out.resize(len, unsafe { std::mem::zeroed::<O::Out>() });
         let lo = |r: usize| r * rows.stride;
-        self.scan_segments_with(&op, kind, x, &mut out, rows.rows, |r| {
+        self.scan_segments_with(&op, kind, x, out, rows.rows, |r| {
             (lo(r), r * rows.cols, rows.cols)
         });
+        Ok(())
+    }
+
+    /// The scan of every segment `offsets[i]..offsets[i + 1]` of `x`, at the same positions
+    /// of a new vector as long as `x` ([`Cpu::scan_segments_into`]); positions outside every
+    /// segment hold zeros (all bits zero).
+    ///
+    /// ```
+    /// use cufold::{ops, Cpu, ScanKind};
+    /// let y = Cpu::new().scan_segments(&[1, 2, 3, 4, 5], &[0, 2, 4], ops::Sum, ScanKind::Inclusive)?;
+    /// assert_eq!(y, [1, 3, 3, 7, 0]);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn scan_segments<T: DeviceValue, O: Operator<T>>(
+        &self,
+        x: &[T],
+        offsets: &[u64],
+        op: O,
+        kind: ScanKind,
+    ) -> Result<Vec<O::Out>> {
+        check_offsets(offsets, x.len())?;
+        let mut out = super::try_zeroed::<O::Out>(x.len())?;
+        self.scan_segments_into(x, offsets, &mut out, op, kind)?;
         Ok(out)
     }
 
@@ -276,7 +348,7 @@ impl Cpu {
 /// An empty vector with room for `n` values, or an error ([`ErrorKind::TooLarge`]) where the
 /// allocator refuses them (past [`MAX_OUTPUT_BYTES`], or past what the machine gives), before
 /// anything is written: an allocation that fails otherwise aborts the process.
-fn try_alloc<V>(n: usize) -> Result<Vec<V>> {
+pub(super) fn try_alloc<V>(n: usize) -> Result<Vec<V>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|e| {
         Error::new(
@@ -292,7 +364,7 @@ fn try_alloc<V>(n: usize) -> Result<Vec<V>> {
 }
 
 /// CSR offsets: at least one, never decreasing, ending within the input.
-fn check_offsets(offsets: &[u64], len: usize) -> Result<()> {
+pub(super) fn check_offsets(offsets: &[u64], len: usize) -> Result<()> {
     super::plan::check_offsets_len(offsets.len(), offsets.len().saturating_sub(1))?;
     if let Some(i) = offsets.windows(2).position(|w| w[1] < w[0]) {
         return Err(Error::new(
