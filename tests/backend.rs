@@ -155,7 +155,7 @@ const EXPECTED_ERRORS: [ErrorKind; 12] = [
 fn the_cpu_front_is_the_cpu_backend() {
     let x: Vec<f64> = data(10_000, seed("the_cpu_front_is_the_cpu_backend"));
     let cpu = Cpu::new();
-    let b = Backend::Cpu(cpu.clone());
+    let b = Backend::Cpu(cpu);
     let r = results(&b, &x);
     assert_eq!(r.whole.0, cpu.reduce(&x, ops::Sum).unwrap().to_bits());
     let rows = Rows::new(100, 90).stride(100);

@@ -328,6 +328,7 @@ fn local_groups_check_their_sizes() {
 
 /// Where libnccl cannot be loaded (CI), NCCL's constructors say so with an error, never a
 /// panic inside cudarc's loader.
+#[cfg(feature = "nccl")]
 #[test]
 fn nccl_without_the_library_is_an_error_not_a_panic() {
     match cufold::dist::NcclId::new() {

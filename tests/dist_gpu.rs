@@ -12,7 +12,9 @@ use common::{
     FoldShape, Gen, TreeShape,
 };
 use cudarc::driver::CudaSlice;
-use cufold::dist::{ChunkLayout, Collective, GpuRank, LocalGroup, NcclGroup};
+#[cfg(feature = "nccl")]
+use cufold::dist::NcclGroup;
+use cufold::dist::{ChunkLayout, Collective, GpuRank, LocalGroup};
 use cufold::monte_carlo::{Draws, MonteCarlo};
 use cufold::ops::{Affine, ArgMax, Compose, Div2Mean, Identity, Max, Mean, MeanVar, Operator, Sum};
 use cufold::{f16, DeviceValue, ErrorKind, Gpu, ScanKind};
@@ -419,7 +421,8 @@ fn monte_carlo_over_ranks_has_one_gpus_bits() {
 
 /// The same calls through NCCL: one rank per device of the machine (a group of one on a
 /// one-GPU machine: NCCL refuses two ranks of one group on one device). Needs libnccl
-/// loadable as libnccl.so (a failure says so).
+/// loadable as libnccl.so (a failure says so). Built with cufold's `nccl` feature.
+#[cfg(feature = "nccl")]
 #[test]
 #[ignore = "needs a CUDA device"]
 fn nccl_groups_have_one_gpus_bits() {

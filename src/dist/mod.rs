@@ -21,7 +21,8 @@
 //! [`CpuRank`] is the CPU backend's form and [`GpuRank`] the GPU's (the chunk on the rank's
 //! device, reduced and scanned there; the nodes through the collective), on an in-process
 //! [`LocalGroup`] (one thread per rank, each with its device or its own stream of a shared
-//! one), an [`NcclGroup`] (NCCL between devices, in one process or many) or any other
+//! one), an `NcclGroup` (NCCL between devices, in one process or many; cufold's `nccl`
+//! feature) or any other
 //! [`Collective`] (see docs/ARCHITECTURE.md, "Many devices").
 //!
 //! ```
@@ -58,12 +59,14 @@
 mod gpu;
 mod group;
 mod layout;
+#[cfg(feature = "nccl")]
 mod nccl;
 
 pub use gpu::GpuRank;
 pub(crate) use gpu::Tree;
 pub use group::{Collective, LocalGroup};
 pub use layout::ChunkLayout;
+#[cfg(feature = "nccl")]
 pub use nccl::{NcclGroup, NcclId};
 
 use crate::cpu::Cpu;

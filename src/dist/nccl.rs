@@ -128,8 +128,7 @@ impl std::fmt::Debug for NcclGroup {
 /// Checks that libnccl can be loaded, so that cudarc (which panics when it cannot find it)
 /// is never asked to.
 fn probe_nccl() -> Result<()> {
-    // SAFETY: only tries to dlopen the library by its usual names.
-    if unsafe { sys::is_culib_present() } {
+    if crate::gpu::library_present(&["nccl"]) {
         Ok(())
     } else {
         Err(Error::new(

@@ -117,8 +117,7 @@ pub(crate) fn kernel_source(kernel: &str, op: &CudaOp, defines: &[(&str, String)
 
 /// Checks that NVRTC can be loaded (cudarc panics when it cannot).
 pub(crate) fn probe_nvrtc() -> Result<()> {
-    // SAFETY: only tries to dlopen the library by its usual names.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+    if !super::library_present(&["nvrtc"]) {
         return Err(Error::new(
             ErrorKind::NoCuda,
             "no NVRTC: libnvrtc could not be loaded (install the CUDA toolkit's NVRTC, 13.x, and make it \

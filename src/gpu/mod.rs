@@ -128,11 +128,51 @@ fn guarded<T>(
         .map_err(|e| Error::new(ErrorKind::NoCuda, format!("{}: {e:?}", what())).with_source(e))
 }
 
+/// Whether one of the libraries `names` (cudarc's names, such as `"cuda"` or `"nvrtc"`) can
+/// be loaded under one of the file names cudarc tries for it. The same probe whether cudarc
+/// loads its libraries at run time (where it panics on a missing one) or another crate in
+/// the program has them linked (where cudarc has no probe of its own).
+pub(crate) fn library_present(names: &[&str]) -> bool {
+    names
+        .iter()
+        .flat_map(|name| library_file_names(name))
+        // SAFETY: loading a CUDA library runs no initialisation code that cudarc's own
+        // loading would not run; the handle is dropped at once.
+        .any(|file| unsafe { libloading::Library::new(file) }.is_ok())
+}
+
+/// The file names under which cudarc's run-time loading looks for the library `name`, in its
+/// order, for the CUDA version of cudarc's bindings: the probe must find a library exactly
+/// where cudarc would, or cudarc would panic after the probe said yes.
+fn library_file_names(name: &str) -> Vec<String> {
+    use std::env::consts::{DLL_PREFIX as P, DLL_SUFFIX as S};
+    let version = cudarc::driver::sys::CUDA_VERSION;
+    let (major, minor) = (version / 1000, version % 1000 / 10);
+    let w = if cfg!(target_pointer_width = "32") {
+        "32"
+    } else {
+        "64"
+    };
+    let mut names = vec![
+        format!("{P}{name}{S}"),
+        format!("{P}{name}{w}{S}"),
+        format!("{P}{name}{w}_{major}{S}"),
+        format!("{P}{name}{w}_{major}{minor}{S}"),
+        format!("{P}{name}{w}_{major}{minor}_0{S}"),
+        format!("{P}{name}{w}_{major}0_{minor}{S}"),
+    ];
+    names.extend(["10", "11", "12"].map(|m| format!("{P}{name}{w}_{m}{S}")));
+    names.push(format!("{P}{name}{w}_{major}0_0{S}"));
+    names.push(format!("{P}{name}{w}_9{S}"));
+    names.push(format!("{P}{name}{S}.{major}"));
+    names.extend(["12", "11", "10", "9", "1"].map(|m| format!("{P}{name}{S}.{m}")));
+    names
+}
+
 /// Checks that the CUDA driver and NVRTC libraries can be loaded, so that cudarc (which
 /// panics when it cannot find them) is never asked to.
 fn probe_libraries() -> Result<()> {
-    // SAFETY: only tries to dlopen the libraries by their usual names.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+    if !library_present(&["cuda", "nvcuda"]) {
         return Err(Error::new(
             ErrorKind::NoCuda,
             "no CUDA driver: libcuda could not be loaded (install the NVIDIA driver, or use cufold::Cpu)",
