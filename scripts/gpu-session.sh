@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Device calls on the CUDA machine, after ../shared/gpu/stage on the build machine. Results
-# go to /tmp/cufold-out, packed at the end into $OUT/cufold-out.tgz (the device tool brings
-# back only a few files). Several modes may follow each other in one call.
+# Runs on the CUDA machine, after scripts/stage.sh on the build machine. Results go to
+# /tmp/cufold-out, packed at the end into $OUT/cufold-out.tgz when $OUT names a folder.
 #   bash scripts/gpu-session.sh tests    every test binary, GPU ones included (run-tests.sh), in
 #                                        the default tier; each test's seconds in times.txt
 #                                        (four binaries at a time; CUFOLD_JOBS=N: N)
@@ -27,7 +26,7 @@ mkdir -p "$out"
 pack() { [[ -n ${OUT:-} ]] && tar czf "$OUT/cufold-out.tgz" -C "$out" .; }
 trap pack EXIT
 export CUFOLD_CACHE_DIR=/tmp/cufold-cache
-# Binaries gzipped on the build machine to stay within the device tool's 64 MiB.
+# Binaries gzipped by scripts/stage.sh.
 for z in .gpu/bin/*.gz; do [[ -e $z ]] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
 # Benches are staged as test-* binaries (cargo builds them in the test profile); they are not
 # tests, so take them out of the test run.

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds the tests, benches and examples in release mode (with the nccl feature) on a
+# machine without a GPU and gathers the binaries, stripped, in .gpu/bin of the repository,
+# with two runners, so that a CUDA machine with no Rust toolchain can run them:
+#
+#   bash scripts/stage.sh            tests, benches and examples
+#   bash scripts/stage.sh --tests    tests and examples only (faster)
+#
+# Then, on the CUDA machine, from the repository root:
+#   bash scripts/gpu-session.sh tests     every test binary with --include-ignored, then
+#                                         every example (see that script for other modes)
+#   bash .gpu/run.sh NAME [ARGS...]       one staged binary by name
+#
+# Names: .gpu/bin/test-NAME, bench-NAME, example-NAME. Binaries past 60 MiB in all are
+# gzipped, largest first (gpu-session.sh and run.sh unpack them).
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+what=${1:-all}
+grep -qxF '/.gpu/' .gitignore || { echo "stage: .gitignore must list /.gpu/" >&2; exit 2; }
+rm -rf .gpu && mkdir -p .gpu/bin
+list=$(mktemp)
+trap 'rm -f "$list"' EXIT
+collect() { python3 -c '
+import json, sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        kinds = m["target"]["kind"]
+        # a bench built by `cargo test --no-run` has the test profile: it stays a bench
+        kind = "bench" if "bench" in kinds else ("test" if m["profile"]["test"] else kinds[0])
+        if sys.argv[1] == "--tests" and kind == "bench": continue
+        print(kind, m["target"]["name"], m["executable"])
+' "$what" >>"$list"; }
+cargo test --workspace --features nccl --release --no-run --message-format=json | collect
+targets=(--examples)
+[[ $what == --tests ]] || targets+=(--benches)
+cargo build --workspace --features nccl --release "${targets[@]}" --message-format=json | collect
+sort -u "$list" | while read -r kind name exe; do
+  dest=.gpu/bin/$kind-$name
+  [[ -e $dest ]] && continue
+  cp "$exe" "$dest" && strip "$dest" 2>/dev/null || true
+done
+cat > .gpu/run.sh <<'RUN'
+#!/usr/bin/env bash
+# Runs one staged binary by name: bash .gpu/run.sh NAME [ARGS...]
+cd "$(dirname "$0")/.." || exit 2
+for z in .gpu/bin/*.gz; do [[ -e $z ]] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
+name=$1; shift
+for p in ".gpu/bin/$name" .gpu/bin/*-"$name"; do [[ -x $p ]] && exec "$p" "$@"; done
+echo "run.sh: no staged binary named $name; staged: $(ls .gpu/bin | tr '\n' ' ')" >&2; exit 2
+RUN
+chmod +x .gpu/run.sh
+while (( $(du -sm .gpu | cut -f1) >= 60 )); do
+  big=$(find .gpu/bin -type f ! -name '*.gz' -printf '%s %p\n' | sort -rn | head -1 | cut -d' ' -f2-)
+  [[ -n $big ]] || { echo "stage: over 60 MiB with everything gzipped: stage --tests" >&2; exit 1; }
+  gzip -1 "$big"
+done
+echo "stage: $(ls .gpu/bin | wc -l) binaries, $(du -sm .gpu | cut -f1) MiB in .gpu/"
