@@ -6,11 +6,17 @@
 //! plain loops, on the current machine's rayon pool (RAYON_NUM_THREADS sets its size). A
 //! staged release binary takes the same arguments (no toolchain needed where it runs).
 //!
+//! `cargo bench --bench cpu -- --segments [--n 10000000] [--lengths 1,4,16] [--runs 5]` prints
+//! milliseconds of the segmented calls (CSR segments, rows, runs by key, all of one length;
+//! length 0: 2^24 empty segments) with `Cpu::with_threads(1)` and on the whole pool, beside a
+//! sequential loop of the same semantics on one thread. `--help` lists the options.
+//!
 //! Plain loops: per-core loops over contiguous chunks (eight lanes where the semantics
 //! allow it), one chunk per thread, results joined in chunk order; rayon's unordered
 //! `par_iter().sum()`; a sequential prefix loop for the scan.
 use criterion::{BenchmarkId, Criterion, Throughput};
 use cufold::ops::{ArgMax, Div2Mean, Max, Mean, MeanVar, MinMax, Sum};
+use cufold::segment::Rows;
 use cufold::{Cpu, ScanKind};
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -344,16 +350,248 @@ fn criterion_benches() {
     c.final_summary();
 }
 
+/// A shape of segments over N elements: `len` elements each (the last elements in none when
+/// `len` does not divide N), or `EMPTY` empty segments.
+const EMPTY: usize = 0;
+
+/// The CSR offsets of a shape: segments of `len` over the first `n / len * len` elements, or
+/// 2^24 empty segments at 0.
+fn shape_offsets(n: usize, len: usize) -> Vec<u64> {
+    if len == EMPTY {
+        return vec![0; (1 << 24) + 1];
+    }
+    (0..=n / len).map(|i| (i * len) as u64).collect()
+}
+
+/// The segment cases of one shape: each cufold call with `with_threads(1)` and on the whole
+/// pool, beside a sequential loop of the same semantics (one thread), f32 `Sum`, inclusive.
+fn segment_cases<'a>(
+    x: &'a [f32],
+    len: usize,
+    offsets: &'a [u64],
+    keys: &'a [u32],
+    out: &'a RefCell<Vec<f32>>,
+) -> Vec<Case<'a>> {
+    let cols = len;
+    let rows = Rows::new(if len == EMPTY { 1 << 24 } else { x.len() / len }, cols);
+    let used = &x[..rows.rows * cols];
+    let inc = ScanKind::Inclusive;
+    let mut v: Vec<Case<'a>> = Vec::new();
+    for (t, name) in [(1usize, "1 thread"), (0, "pool")] {
+        let cpu = if t == 1 {
+            Cpu::with_threads(1)
+        } else {
+            Cpu::new()
+        };
+        let tag = |op: &'static str| -> &'static str {
+            Box::leak(format!("{op}: cufold {name}").into_boxed_str())
+        };
+        v.push((
+            tag("reduce_segments"),
+            Box::new(move || {
+                black_box(cpu.reduce_segments(x, offsets, Sum).unwrap());
+            }),
+        ));
+        v.push((
+            tag("scan_segments_into"),
+            Box::new(move || {
+                cpu.scan_segments_into(x, offsets, &mut out.borrow_mut(), Sum, inc)
+                    .unwrap();
+            }),
+        ));
+        v.push((
+            tag("reduce_rows"),
+            Box::new(move || {
+                black_box(cpu.reduce_rows(used, rows, Sum).unwrap());
+            }),
+        ));
+        v.push((
+            tag("scan_rows_into"),
+            Box::new(move || {
+                let o = &mut out.borrow_mut()[..used.len()];
+                cpu.scan_rows_into(used, rows, o, Sum, inc).unwrap();
+            }),
+        ));
+        if len != EMPTY {
+            v.push((
+                tag("reduce_by_key"),
+                Box::new(move || {
+                    black_box(cpu.reduce_by_key(keys, x, Sum).unwrap());
+                }),
+            ));
+            v.push((
+                tag("scan_by_key_into"),
+                Box::new(move || {
+                    cpu.scan_by_key_into(keys, x, &mut out.borrow_mut(), Sum, inc)
+                        .unwrap();
+                }),
+            ));
+        }
+    }
+    v.push((
+        "reduce_segments: loop",
+        Box::new(move || {
+            let r: Vec<Option<f32>> = offsets
+                .windows(2)
+                .map(|w| {
+                    Some(
+                        x[w[0] as usize..w[1] as usize]
+                            .iter()
+                            .fold(0.0, |a, &b| a + b),
+                    )
+                })
+                .collect();
+            black_box(r);
+        }),
+    ));
+    v.push((
+        "scan_segments_into: loop",
+        Box::new(move || {
+            let o = &mut out.borrow_mut();
+            for w in offsets.windows(2) {
+                let (lo, hi) = (w[0] as usize, w[1] as usize);
+                prefix_loop(&x[lo..hi], &mut o[lo..hi]);
+            }
+        }),
+    ));
+    v.push((
+        "reduce_rows: loop",
+        Box::new(move || {
+            let r: Vec<f32> = if cols == 0 {
+                vec![0.0; rows.rows]
+            } else {
+                used.chunks_exact(cols)
+                    .map(|c| c.iter().fold(0.0, |a, &b| a + b))
+                    .collect()
+            };
+            black_box(r);
+        }),
+    ));
+    v.push((
+        "scan_rows_into: loop",
+        Box::new(move || {
+            if cols > 0 {
+                let o = &mut out.borrow_mut()[..used.len()];
+                for (xs, ys) in used.chunks_exact(cols).zip(o.chunks_exact_mut(cols)) {
+                    prefix_loop(xs, ys);
+                }
+            }
+        }),
+    ));
+    if len != EMPTY {
+        v.push((
+            "reduce_by_key: loop",
+            Box::new(move || {
+                let (mut k, mut s, mut l) = (Vec::new(), Vec::new(), Vec::new());
+                for (i, (&key, &v)) in keys.iter().zip(x).enumerate() {
+                    if i == 0 || key != keys[i - 1] {
+                        k.push(key);
+                        s.push(v);
+                        l.push(1u64);
+                    } else {
+                        *s.last_mut().unwrap() += v;
+                        *l.last_mut().unwrap() += 1;
+                    }
+                }
+                black_box((k, s, l));
+            }),
+        ));
+        v.push((
+            "scan_by_key_into: loop",
+            Box::new(move || {
+                let o = &mut out.borrow_mut();
+                let mut acc = 0f32;
+                for (i, (&key, &v)) in keys.iter().zip(x).enumerate() {
+                    if i == 0 || key != keys[i - 1] {
+                        acc = 0.0;
+                    }
+                    acc += v;
+                    o[i] = acc;
+                }
+            }),
+        ));
+    }
+    v
+}
+
+/// Milliseconds (medians of `runs`) of the segment cases, one table row per call and shape.
+fn segment_table(n: usize, lengths: &[usize], runs: usize, only: Option<&str>) {
+    println!(
+        "rayon pool: {} threads; N = {n} f32, Sum, inclusive scans; ms = median of {runs} warm runs",
+        rayon::current_num_threads()
+    );
+    let x = data(n);
+    let out = RefCell::new(vec![0f32; n]);
+    println!("\n| call | segment length | cufold, 1 thread | cufold, pool | sequential loop | loop / 1 thread | loop / pool |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for &len in lengths {
+        let offsets = shape_offsets(n, len);
+        let keys: Vec<u32> = (0..n).map(|i| (i / len.max(1)) as u32).collect();
+        let mut cases = segment_cases(&x, len, &offsets, &keys, &out);
+        if let Some(only) = only {
+            cases.retain(|c| c.0.starts_with(only));
+        }
+        let ms: Vec<f64> = medians(runs, &mut cases).iter().map(|t| t * 1e3).collect();
+        let at = |name: String| cases.iter().position(|c| c.0 == name).map(|i| ms[i]);
+        let shape = if len == EMPTY {
+            "2^24 empty".to_string()
+        } else {
+            len.to_string()
+        };
+        for call in [
+            "reduce_segments",
+            "scan_segments_into",
+            "reduce_rows",
+            "scan_rows_into",
+            "reduce_by_key",
+            "scan_by_key_into",
+        ] {
+            let (Some(one), Some(pool), Some(lp)) = (
+                at(format!("{call}: cufold 1 thread")),
+                at(format!("{call}: cufold pool")),
+                at(format!("{call}: loop")),
+            ) else {
+                continue;
+            };
+            println!(
+                "| {call} | {shape} | {one:.1} | {pool:.1} | {lp:.1} | {:.2} | {:.2} |",
+                lp / one,
+                lp / pool
+            );
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if !args.iter().any(|a| a == "--table") {
-        return criterion_benches();
-    }
     let value = |flag: &str| {
         args.iter()
             .position(|a| a == flag)
             .and_then(|i| args.get(i + 1))
     };
+    if args.iter().any(|a| a == "--help") {
+        println!(
+            "cargo bench --bench cpu                      criterion benches (N = 10^7)\n\
+             cargo bench --bench cpu -- --table [--sizes N,..] [--runs R]\n\
+             \x20   GB/s of whole-array calls beside plain loops\n\
+             cargo bench --bench cpu -- --segments [--n N] [--lengths 1,4,..,0] [--runs R] [--only CALL]\n\
+             \x20   ms of the segment calls (with_threads(1), the pool) beside sequential loops;\n\
+             \x20   length 0 is 2^24 empty segments (default lengths 1,4,16,64,256,1024,1048576,0)"
+        );
+        return;
+    }
+    if args.iter().any(|a| a == "--segments") {
+        let n = value("--n").map_or(10_000_000, |v| v.parse().expect("a size"));
+        let lengths: Vec<usize> = value("--lengths")
+            .map(|s| s.split(',').map(|v| v.parse().expect("a length")).collect())
+            .unwrap_or_else(|| vec![1, 4, 16, 64, 256, 1024, 1 << 20, EMPTY]);
+        let runs = value("--runs").map_or(5, |r| r.parse().expect("a run count"));
+        let only = value("--only").map(String::as_str);
+        return segment_table(n, &lengths, runs, only);
+    }
+    if !args.iter().any(|a| a == "--table") {
+        return criterion_benches();
+    }
     let sizes: Vec<usize> = value("--sizes")
         .map(|s| s.split(',').map(|v| v.parse().expect("a size")).collect())
         .unwrap_or_else(|| vec![10_000_000, 100_000_000]);

@@ -369,3 +369,327 @@ impl<A: Copy> PrefixStack<A> {
         self.count += 1;
     }
 }
+
+/// Segments of at most this many positions are reduced by [`short_tree`] (longer ones by
+/// [`subtree`], whose full leaves are vectorised).
+pub(crate) const SHORT_TREE: usize = 32;
+
+/// The tree over the lifted `xs` (1 to [`SHORT_TREE`] positions, indices from 0), without
+/// allocation: `scratch` holds the level above the leaves. The canonical tree: a node with a
+/// present left half combines it with its right half or the identity ([`fold_levels`]); for
+/// an order-free operator every grouping gives these bits, so the positions are folded in
+/// order.
+#[inline(always)]
+pub(crate) fn short_tree<T: DeviceValue, O: Operator<T>>(
+    op: &O,
+    xs: &[T],
+    scratch: &mut [O::Acc; SHORT_TREE / 2],
+) -> O::Acc {
+    let n = xs.len();
+    debug_assert!((1..=SHORT_TREE).contains(&n));
+    let l = |i: usize| op.lift(xs[i], i as u64);
+    match n {
+        1 => l(0),
+        2 => op.combine(l(0), l(1)),
+        3 => fixed_tree::<T, O, 3>(op, xs),
+        4 => fixed_tree::<T, O, 4>(op, xs),
+        5 => fixed_tree::<T, O, 5>(op, xs),
+        6 => fixed_tree::<T, O, 6>(op, xs),
+        7 => fixed_tree::<T, O, 7>(op, xs),
+        8 => fixed_tree::<T, O, 8>(op, xs),
+        16 => fixed_tree::<T, O, 16>(op, xs),
+        32 => fixed_tree::<T, O, 32>(op, xs),
+        _ if O::ORDER_FREE => {
+            let mut acc = l(0);
+            for i in 1..n {
+                acc = op.combine(acc, l(i));
+            }
+            acc
+        }
+        _ => {
+            // The level above the leaves (a leaf without a right neighbour joined with the
+            // identity, as `fold_levels` does), then the levels above it.
+            let pairs = n.div_ceil(2);
+            for (k, s) in scratch[..n / 2].iter_mut().enumerate() {
+                *s = op.combine(l(2 * k), l(2 * k + 1));
+            }
+            if n % 2 == 1 {
+                scratch[n / 2] = op.combine(l(n - 1), op.identity());
+            }
+            fold_levels(op, &mut scratch[..pairs], n.next_power_of_two() / 2)
+        }
+    }
+}
+
+/// [`short_tree`] of exactly `N` positions: the same levels as [`fold_levels`] on an array
+/// whose size the compiler knows (unrolled, in registers).
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn fixed_tree<T: DeviceValue, O: Operator<T>, const N: usize>(op: &O, xs: &[T]) -> O::Acc {
+    let x: &[T; N] = xs.try_into().expect("N positions");
+    let mut buf: [O::Acc; N] = std::array::from_fn(|i| op.lift(x[i], i as u64));
+    let (mut count, mut width) = (N, N.next_power_of_two());
+    while width > 1 {
+        let pairs = count.div_ceil(2);
+        for i in 0..pairs {
+            let right = if 2 * i + 1 < count {
+                buf[2 * i + 1]
+            } else {
+                op.identity()
+            };
+            buf[i] = op.combine(buf[2 * i], right);
+        }
+        count = pairs;
+        width /= 2;
+    }
+    buf[0]
+}
+
+/// Positions per group of [`segment_scan`].
+const SCAN_GROUP: usize = 64;
+
+/// The scratch of [`segment_scan`]: the levels of a group's tree above its leaves and their
+/// prefixes (level `l`, of `m >> l` nodes, from [`level_starts`]`[l]`), and a binary counter
+/// of at most 64 groups' trees and their prefixes.
+pub(crate) struct ScanScratch<A> {
+    tree: [A; SCAN_GROUP],
+    pre: [A; SCAN_GROUP],
+    blocks: [A; 64],
+    prefixes: [A; 64],
+}
+
+impl<A: Copy> ScanScratch<A> {
+    pub(crate) fn new(fill: A) -> Box<Self> {
+        Box::new(ScanScratch {
+            tree: [fill; SCAN_GROUP],
+            pre: [fill; SCAN_GROUP],
+            blocks: [fill; 64],
+            prefixes: [fill; 64],
+        })
+    }
+}
+
+/// Where each level of a group of `m` positions starts in [`ScanScratch`]'s arrays (levels
+/// 1 to `log2(m)`).
+#[inline(always)]
+fn level_starts(m: usize) -> [usize; 8] {
+    let mut at = [0; 8];
+    let mut l = 1;
+    while (m >> l) > 1 {
+        at[l + 1] = at[l] + (m >> l);
+        l += 1;
+    }
+    at
+}
+
+/// The scan of `xs` (indices from 0) into `out` (as long), without allocation: output `i` is
+/// `finish(prefix, count)` with the canonical prefix through `i` (inclusive, count `i + 1`)
+/// or before it (exclusive, count `i`; the identity at 0), as `crate::scan::cpu::scan_run`.
+///
+/// By aligned groups of [`SCAN_GROUP`] positions: a binary counter of the groups' trees
+/// carries the prefix across groups (the prefix through a full group, which may merge it
+/// with the groups before); within a group, its tree level by level, then the prefixes of
+/// every level from the top down (at an odd node the level above's, at an even one the one
+/// before the pair joined with the node; the first node of a level joined with the prefix
+/// before the group), each level a loop of independent combines. The last, partial group's
+/// blocks are all smaller than a group, so they start from the prefix before it.
+#[inline(always)]
+pub(crate) fn segment_scan<T: DeviceValue, O: Operator<T>>(
+    op: &O,
+    inclusive: bool,
+    xs: &[T],
+    out: &mut [O::Out],
+    s: &mut ScanScratch<O::Acc>,
+) {
+    let n = xs.len();
+    match n {
+        1 => {
+            out[0] = if inclusive {
+                op.finish(op.lift(xs[0], 0), 1)
+            } else {
+                op.finish(op.identity(), 0)
+            };
+        }
+        2 => fixed_scan::<T, O, 2>(op, inclusive, xs, out, s),
+        3 => fixed_scan::<T, O, 3>(op, inclusive, xs, out, s),
+        4 => fixed_scan::<T, O, 4>(op, inclusive, xs, out, s),
+        5 => fixed_scan::<T, O, 5>(op, inclusive, xs, out, s),
+        6 => fixed_scan::<T, O, 6>(op, inclusive, xs, out, s),
+        7 => fixed_scan::<T, O, 7>(op, inclusive, xs, out, s),
+        8 => fixed_scan::<T, O, 8>(op, inclusive, xs, out, s),
+        16 => fixed_scan::<T, O, 16>(op, inclusive, xs, out, s),
+        _ => groups_scan(op, inclusive, xs, out, s),
+    }
+}
+
+/// [`segment_scan`] by groups (a function of its own, so that the short cases inlined into
+/// a caller's loop keep their registers).
+#[inline(never)]
+fn groups_scan<T: DeviceValue, O: Operator<T>>(
+    op: &O,
+    inclusive: bool,
+    xs: &[T],
+    out: &mut [O::Out],
+    s: &mut ScanScratch<O::Acc>,
+) {
+    let n = xs.len();
+    let mut depth = 0usize;
+    let mut q = None;
+    let mut at = 0;
+    while at + SCAN_GROUP <= n {
+        let x = &xs[at..at + SCAN_GROUP];
+        let o = &mut out[at..at + SCAN_GROUP];
+        let mut block = group_tree(op, x, at as u64, s);
+        for _ in 0..(at / SCAN_GROUP).trailing_ones() {
+            depth -= 1;
+            block = op.combine(s.blocks[depth], block);
+        }
+        let last = if depth == 0 {
+            block
+        } else {
+            op.combine(s.prefixes[depth - 1], block)
+        };
+        s.blocks[depth] = block;
+        s.prefixes[depth] = last;
+        depth += 1;
+        group_scan(op, inclusive, x, at as u64, q, Some(last), o, s);
+        q = Some(last);
+        at += SCAN_GROUP;
+    }
+    if at < n {
+        let x = &xs[at..];
+        group_tree(op, x, at as u64, s);
+        group_scan(op, inclusive, x, at as u64, q, None, &mut out[at..], s);
+    }
+}
+
+/// [`segment_scan`] of exactly `N` positions (fewer than a group): the same code on slices
+/// whose length the compiler knows (unrolled).
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn fixed_scan<T: DeviceValue, O: Operator<T>, const N: usize>(
+    op: &O,
+    inclusive: bool,
+    xs: &[T],
+    out: &mut [O::Out],
+    s: &mut ScanScratch<O::Acc>,
+) {
+    let x: &[T; N] = xs.try_into().expect("N positions");
+    let o: &mut [O::Out; N] = out.try_into().expect("N outputs");
+    group_tree(op, x, 0, s);
+    group_scan(op, inclusive, x, 0, None, None, o, s);
+}
+
+/// The levels of the tree over the full aligned blocks of the group `x` (1 to
+/// [`SCAN_GROUP`] positions, indices from `first`) above its leaves, into `s.tree`; returns
+/// the top node (the group's tree where `x` is a full group).
+#[inline(always)]
+fn group_tree<T: DeviceValue, O: Operator<T>>(
+    op: &O,
+    x: &[T],
+    first: u64,
+    s: &mut ScanScratch<O::Acc>,
+) -> O::Acc {
+    let m = x.len();
+    if m == 1 {
+        return op.lift(x[0], first);
+    }
+    let at = level_starts(m);
+    for (k, (t, p)) in s.tree[..m / 2]
+        .iter_mut()
+        .zip(x.chunks_exact(2))
+        .enumerate()
+    {
+        let i = first + 2 * k as u64;
+        *t = op.combine_full(op.lift(p[0], i), op.lift(p[1], i + 1));
+    }
+    let mut l = 1;
+    while (m >> l) > 1 {
+        let (below, above) = s.tree.split_at_mut(at[l + 1]);
+        let below = &below[at[l]..];
+        for (k, t) in above[..m >> (l + 1)].iter_mut().enumerate() {
+            *t = op.combine_full(below[2 * k], below[2 * k + 1]);
+        }
+        l += 1;
+    }
+    s.tree[at[l]]
+}
+
+/// The outputs of the group `x` (indices from `first`; its levels in `s.tree` from
+/// [`group_tree`]) into `out`: `q` is the prefix before the group, `last` the prefix through
+/// its end where it is a full group (from the counter).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn group_scan<T: DeviceValue, O: Operator<T>>(
+    op: &O,
+    inclusive: bool,
+    x: &[T],
+    first: u64,
+    q: Option<O::Acc>,
+    last: Option<O::Acc>,
+    out: &mut [O::Out],
+    s: &mut ScanScratch<O::Acc>,
+) {
+    let m = x.len();
+    let with_q = |v: O::Acc| match q {
+        Some(q) => op.combine(q, v),
+        None => v,
+    };
+    let at = level_starts(m);
+    let top = m.ilog2() as usize;
+    if top >= 1 {
+        let t = s.tree[at[top]];
+        s.pre[at[top]] = last.unwrap_or_else(|| with_q(t));
+        for l in (1..top).rev() {
+            let (here, up) = (at[l], at[l + 1]);
+            let (pre_lo, pre_up) = s.pre.split_at_mut(up);
+            let (pre, up_pre) = (&mut pre_lo[here..], &pre_up[..]);
+            let tree = &s.tree[here..];
+            let nodes = m >> l;
+            pre[0] = with_q(tree[0]);
+            if nodes > 1 {
+                pre[1] = up_pre[0];
+            }
+            for j in 1..nodes / 2 {
+                pre[2 * j] = op.combine(up_pre[j - 1], tree[2 * j]);
+                pre[2 * j + 1] = up_pre[j];
+            }
+            if nodes % 2 == 1 && nodes > 1 {
+                let j = nodes / 2;
+                pre[2 * j] = op.combine(up_pre[j - 1], tree[2 * j]);
+            }
+        }
+    }
+    // The positions: at an odd one the prefix of level 1, at an even one the pair before's
+    // joined with the position.
+    let pre = &s.pre[..m / 2];
+    let l = |i: usize| op.lift(x[i], first + i as u64);
+    let p0 = with_q(l(0));
+    if inclusive {
+        out[0] = op.finish(p0, first + 1);
+        if m > 1 {
+            out[1] = op.finish(pre[0], first + 2);
+        }
+        for j in 1..m / 2 {
+            let i = 2 * j;
+            out[i] = op.finish(op.combine(pre[j - 1], l(i)), first + i as u64 + 1);
+            out[i + 1] = op.finish(pre[j], first + i as u64 + 2);
+        }
+        if m % 2 == 1 && m > 1 {
+            let i = m - 1;
+            out[i] = op.finish(op.combine(pre[i / 2 - 1], l(i)), first + i as u64 + 1);
+        }
+    } else {
+        out[0] = op.finish(q.unwrap_or_else(|| op.identity()), first);
+        if m > 1 {
+            out[1] = op.finish(p0, first + 1);
+        }
+        for j in 1..m / 2 {
+            let i = 2 * j;
+            out[i] = op.finish(pre[j - 1], first + i as u64);
+            out[i + 1] = op.finish(op.combine(pre[j - 1], l(i)), first + i as u64 + 1);
+        }
+        if m % 2 == 1 && m > 1 {
+            let i = m - 1;
+            out[i] = op.finish(pre[i / 2 - 1], first + i as u64);
+        }
+    }
+}

@@ -837,16 +837,69 @@ fn key_bits<K: Element>(k: &K) -> &[u8] {
     unsafe { std::slice::from_raw_parts((k as *const K).cast::<u8>(), std::mem::size_of::<K>()) }
 }
 
-/// The runs' offsets of `keys` on the CPU (`runs + 1` of them).
-fn host_runs<K: Element>(keys: &[K]) -> Vec<u64> {
-    let mut offsets = Vec::new();
-    for (i, k) in keys.iter().enumerate() {
-        if i == 0 || key_bits(k) != key_bits(&keys[i - 1]) {
-            offsets.push(i as u64);
-        }
+/// Whether two keys have the same bits (one integer comparison for keys of 1, 2, 4 or 8
+/// bytes).
+#[inline(always)]
+fn same_key<K: Element>(a: &K, b: &K) -> bool {
+    fn read<W: Copy, K>(k: &K) -> W {
+        // SAFETY: called with W as wide as K; Element types are plain scalars with no
+        // padding, valid to read as bytes.
+        unsafe { std::ptr::read_unaligned((k as *const K).cast::<W>()) }
     }
-    offsets.push(keys.len() as u64);
-    offsets
+    match std::mem::size_of::<K>() {
+        1 => read::<u8, K>(a) == read::<u8, K>(b),
+        2 => read::<u16, K>(a) == read::<u16, K>(b),
+        4 => read::<u32, K>(a) == read::<u32, K>(b),
+        8 => read::<u64, K>(a) == read::<u64, K>(b),
+        _ => key_bits(a) == key_bits(b),
+    }
+}
+
+/// The end of the run of `keys` that starts at `p`, at most `end`.
+#[inline(always)]
+fn run_end<K: Element>(keys: &[K], p: usize, end: usize) -> usize {
+    let k = &keys[p];
+    let mut e = p + 1;
+    while e < end && same_key(&keys[e], k) {
+        e += 1;
+    }
+    e
+}
+
+/// The number of runs that start in `keys[a..b]` (`a` starting one).
+fn count_runs<K: Element>(keys: &[K], a: usize, b: usize) -> usize {
+    let (prev, next) = (&keys[a..b - 1], &keys[a + 1..b]);
+    1 + prev
+        .iter()
+        .zip(next)
+        .filter(|(p, n)| !same_key(*p, *n))
+        .count()
+}
+
+impl Cpu {
+    /// Batches of whole runs of `keys` (not empty), as cuts `0 = c_0 < ... = keys.len()`,
+    /// each a run's start: about eight per thread of about equal length (each cut moved
+    /// forward to the next run's start), one where the width is one or the input short.
+    fn run_batches<K: Element>(&self, keys: &[K]) -> Vec<usize> {
+        let n = keys.len();
+        let cuts = self.batches(n, &|i| i);
+        // From the last cut down, each moved to the first run start at or after it, but
+        // not past the next (so that a long run is walked once in all).
+        let mut moved = vec![n];
+        for &c in cuts[1..cuts.len() - 1].iter().rev() {
+            let limit = *moved.last().expect("a cut");
+            let mut c = c;
+            while c < limit && same_key(&keys[c], &keys[c - 1]) {
+                c += 1;
+            }
+            if c < limit {
+                moved.push(c);
+            }
+        }
+        moved.push(0);
+        moved.reverse();
+        moved
+    }
 }
 
 impl Cpu {
@@ -877,16 +930,57 @@ impl Cpu {
                 lengths: Vec::new(),
             });
         }
-        let offsets = host_runs(keys);
-        let results = self.reduce_segments(values, &offsets, op)?;
-        let runs = offsets.len() - 1;
+        // Batches of whole runs; the runs of each counted, so that every batch writes its
+        // results straight to its place in the outputs, then found again and reduced.
+        let cuts = self.run_batches(keys);
+        let batches = cuts.len() - 1;
+        let mut counts = vec![0usize; batches];
+        let work = cuts.windows(2).zip(counts.iter_mut());
+        self.run_chunks(work, |(w, c)| *c = count_runs(keys, w[0], w[1]));
+        let runs: usize = counts.iter().sum();
+        let mut out_keys = Vec::with_capacity(runs);
+        let mut out_values = Vec::with_capacity(runs);
+        let mut lengths = Vec::with_capacity(runs);
+        {
+            let mut rest = (
+                &mut out_keys.spare_capacity_mut()[..runs],
+                &mut out_values.spare_capacity_mut()[..runs],
+                &mut lengths.spare_capacity_mut()[..runs],
+            );
+            let mut work = Vec::with_capacity(batches);
+            for (w, &c) in cuts.windows(2).zip(&counts) {
+                let (k, k_rest) = std::mem::take(&mut rest.0).split_at_mut(c);
+                let (v, v_rest) = std::mem::take(&mut rest.1).split_at_mut(c);
+                let (l, l_rest) = std::mem::take(&mut rest.2).split_at_mut(c);
+                work.push((w[0], w[1], k, v, l));
+                rest = (k_rest, v_rest, l_rest);
+            }
+            let op = &op;
+            self.run_chunks(work.into_iter(), |(a, b, k, v, l)| {
+                let mut scratch = [op.identity(); crate::tree::SHORT_TREE / 2];
+                let mut buf = Vec::new();
+                let mut p = a;
+                for r in 0..k.len() {
+                    let e = run_end(keys, p, b);
+                    let acc = self.segment_tree(op, &values[p..e], &mut scratch, &mut buf);
+                    k[r].write(keys[p]);
+                    v[r].write(op.finish(acc, (e - p) as u64));
+                    l[r].write((e - p) as u64);
+                    p = e;
+                }
+                debug_assert_eq!(p, b);
+            });
+        }
+        // SAFETY: every batch wrote its `counts[j]` runs, which make `runs` in all.
+        unsafe {
+            out_keys.set_len(runs);
+            out_values.set_len(runs);
+            lengths.set_len(runs);
+        }
         Ok(ByKey {
-            keys: offsets[..runs].iter().map(|&o| keys[o as usize]).collect(),
-            values: results
-                .into_iter()
-                .map(|v| v.expect("a run is never empty"))
-                .collect(),
-            lengths: offsets.windows(2).map(|w| w[1] - w[0]).collect(),
+            keys: out_keys,
+            values: out_values,
+            lengths,
         })
     }
 
@@ -937,6 +1031,28 @@ impl Cpu {
         if keys.is_empty() {
             return Ok(());
         }
-        self.scan_segments_into(values, &host_runs(keys), out, op, kind)
+        crate::ops::check::check_scannable::<T, O>()?;
+        // Batches of whole runs, each found and scanned in one pass.
+        let cuts = self.run_batches(keys);
+        let mut work = Vec::with_capacity(cuts.len() - 1);
+        let mut rest = out;
+        for w in cuts.windows(2) {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
+            work.push((w[0], head));
+            rest = tail;
+        }
+        let op = &op;
+        self.run_chunks(work.into_iter(), |(a, ys)| {
+            let mut scratch = crate::tree::ScanScratch::new(op.identity());
+            let b = a + ys.len();
+            let mut p = a;
+            while p < b {
+                let e = run_end(keys, p, b);
+                let (xs, o) = (&values[p..e], &mut ys[p - a..e - a]);
+                self.scan_one(op, kind, xs, o, &mut scratch);
+                p = e;
+            }
+        });
+        Ok(())
     }
 }

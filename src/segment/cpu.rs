@@ -1,17 +1,28 @@
-//! The segmented reduction on the CPU: each segment's canonical tree, segments spread over
-//! the backend's threads.
+//! The segmented reduction and scan on the CPU: each segment's canonical tree or grouping,
+//! segments spread over the backend's threads.
+//!
+//! Segments go by batches of consecutive segments of about equal work (elements plus
+//! segments, cut by a binary search on the offsets), a rayon task each, about eight per
+//! thread; one batch on the caller's thread for short inputs or a width of one. Within a
+//! batch each segment is folded where it lies, its result written straight to the output:
+//! short segments by the tree's few combines on the stack (`tree::short_tree`), longer
+//! ones by the whole-array leaves (`tree::subtree`), scans by groups of 64 on the stack
+//! (`tree::segment_scan`), the longest on all threads (`Cpu::tree`,
+//! `Cpu::scan_into`, nested in the batch). A run of empty segments is found by a galloping
+//! search on the offsets and costs a few probes (a scan writes nothing for it; a reduction
+//! fills its outputs with the one empty value).
 
 use super::plan::{check_rows, MAX_OUTPUT_BYTES};
 use super::Rows;
-use crate::cpu::Cpu;
+use crate::cpu::{Cpu, PARALLEL_MIN};
 use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ops::check::check_empty;
 use crate::ops::check::check_scannable;
 use crate::ops::Operator;
-use crate::scan::cpu::{scan_run, Lift};
 use crate::scan::ScanKind;
-use crate::tree::{subtree, Lifted};
+use crate::tree::{segment_scan, short_tree, subtree, Lifted, ScanScratch, SHORT_TREE};
+use std::mem::MaybeUninit;
 
 impl Cpu {
     /// One result per row of the row-major matrix `rows` in `x`: row `r`'s result is
@@ -47,20 +58,32 @@ impl Cpu {
             out.resize(count, op.finish(op.identity(), 0));
             return Ok(out);
         }
-        let out = self.per_segment(
-            &op,
-            rows.rows,
-            rows.rows * rows.cols,
-            |r| {
-                let lo = r * rows.stride;
-                lo..lo + rows.cols
-            },
+        let mut out = try_alloc::<O::Out>(count)?;
+        self.reduce_rows_uninit(x, rows, &mut out.spare_capacity_mut()[..count], &op);
+        // SAFETY: every one of the `count` values was written.
+        unsafe { out.set_len(count) };
+        Ok(out)
+    }
+
+    /// The rows' results (at least one column) into `out` (one a row).
+    fn reduce_rows_uninit<T: DeviceValue, O: Operator<T>>(
+        &self,
+        x: &[T],
+        rows: Rows,
+        out: &mut [MaybeUninit<O::Out>],
+        op: &O,
+    ) {
+        let cols = rows.cols;
+        self.fold_segments(
+            op,
             x,
+            rows.rows,
+            |r| (r * rows.stride, cols),
+            |r| r * cols,
+            out,
+            None,
+            |acc, n| op.finish(acc, n),
         );
-        Ok(out
-            .into_iter()
-            .map(|v| v.expect("checked non-empty or with an empty value"))
-            .collect())
     }
 
     /// [`Cpu::reduce_rows`] into `out` (one value a row).
@@ -84,7 +107,14 @@ impl Cpu {
     ) -> Result<()> {
         let count = check_rows::<O::Out>(&rows, x.len(), 1)?;
         super::plan::check_rows_out(&rows, count, out.len())?;
-        out.copy_from_slice(&self.reduce_rows(x, rows, op)?);
+        if rows.rows > 0 {
+            check_empty::<T, O>(rows.cols as u64)?;
+        }
+        if rows.cols == 0 {
+            out.fill(op.finish(op.identity(), 0));
+            return Ok(());
+        }
+        self.reduce_rows_uninit(x, rows, uninit(out), &op);
         Ok(())
     }
 
@@ -114,58 +144,22 @@ impl Cpu {
     ) -> Result<Vec<Option<O::Out>>> {
         check_offsets(offsets, x.len())?;
         let segments = offsets.len() - 1;
-        let total = (offsets[segments] - offsets[0]) as usize;
-        Ok(self.per_segment(
+        let mut out = Vec::with_capacity(segments);
+        let empty = (!O::EMPTY_IS_ERROR).then(|| op.finish(op.identity(), 0));
+        let base = offsets[0];
+        self.fold_segments(
             &op,
-            segments,
-            total,
-            |i| offsets[i] as usize..offsets[i + 1] as usize,
             x,
-        ))
-    }
-
-    /// Each segment's result, `None` for an empty segment of an operator without an empty
-    /// value. Many segments: a thread takes a run of them, each reduced on that thread;
-    /// fewer segments than threads: one after the other, each on all threads. The bits are
-    /// the same either way (each is its segment's canonical tree).
-    fn per_segment<T: DeviceValue, O: Operator<T>>(
-        &self,
-        op: &O,
-        segments: usize,
-        total: usize,
-        range: impl Fn(usize) -> std::ops::Range<usize> + Sync,
-        x: &[T],
-    ) -> Vec<Option<O::Out>> {
-        let one = |i: usize, buf: &mut Vec<O::Acc>, all_threads: bool| {
-            let seg = &x[range(i)];
-            if seg.is_empty() {
-                return (!O::EMPTY_IS_ERROR).then(|| op.finish(op.identity(), 0));
-            }
-            let acc = if all_threads {
-                self.tree(op, &Lifted(seg, 0))
-            } else {
-                subtree(op, &Lifted(seg, 0), 0, seg.len().next_power_of_two(), buf)
-            };
-            Some(op.finish(acc, seg.len() as u64))
-        };
-        let mut out: Vec<Option<O::Out>> = vec![None; segments];
-        if segments < self.threads() || total / segments.max(1) > (1 << 22) {
-            let mut buf = Vec::new();
-            for (i, o) in out.iter_mut().enumerate() {
-                *o = one(i, &mut buf, true);
-            }
-            return out;
-        }
-        // About 8 runs per thread, of at least 64 segments.
-        let run = segments.div_ceil(8 * self.threads()).max(64);
-        let work = out.chunks_mut(run).enumerate();
-        self.run_chunks(work, |(k, chunk)| {
-            let mut buf = Vec::new();
-            for (j, o) in chunk.iter_mut().enumerate() {
-                *o = one(k * run + j, &mut buf, false);
-            }
-        });
-        out
+            segments,
+            |i| (offsets[i] as usize, (offsets[i + 1] - offsets[i]) as usize),
+            |i| (offsets[i] - base) as usize,
+            &mut out.spare_capacity_mut()[..segments],
+            Some(empty),
+            |acc, n| Some(op.finish(acc, n)),
+        );
+        // SAFETY: every one of the `segments` values was written.
+        unsafe { out.set_len(segments) };
+        Ok(out)
     }
 }
 
@@ -225,10 +219,16 @@ impl Cpu {
         if len == 0 {
             return Ok(());
         }
-        let lo = |r: usize| r * rows.stride;
-        self.scan_segments_with(&op, kind, x, out, rows.rows, |r| {
-            (lo(r), r * rows.cols, rows.cols)
-        });
+        let cols = rows.cols;
+        self.scan_segments_with(
+            &op,
+            kind,
+            x,
+            out,
+            rows.rows,
+            |r| (r * rows.stride, cols),
+            |r| r * cols,
+        );
         Ok(())
     }
 
@@ -282,19 +282,25 @@ impl Cpu {
         crate::ops::check::check_scan_lengths(x.len(), out.len())?;
         check_scannable::<T, O>()?;
         let segments = offsets.len() - 1;
-        let base = offsets[0] as usize;
+        let base = offsets[0];
         // The outputs from the first offset on, so that segments are disjoint runs of it.
-        let tail = &mut out[base..];
-        self.scan_segments_with(&op, kind, x, tail, segments, |i| {
-            let lo = offsets[i] as usize;
-            (lo, lo - base, offsets[i + 1] as usize - lo)
-        });
+        let tail = &mut out[base as usize..offsets[segments] as usize];
+        self.scan_segments_with(
+            &op,
+            kind,
+            x,
+            tail,
+            segments,
+            |i| (offsets[i] as usize, (offsets[i + 1] - offsets[i]) as usize),
+            |i| (offsets[i] - base) as usize,
+        );
         Ok(())
     }
 
-    /// Scans `count` segments: `seg(i) = (input start, output start, length)`, output
-    /// starts increasing with `i` and the segments disjoint in `out`. Many segments: a thread
-    /// takes a run of them; few: one after the other, each on all threads.
+    /// Scans `count` segments into `out`: segment `i` is `seg(i) = (input start, length)`,
+    /// its outputs at `before(i)`, the number of elements of the segments before it (so
+    /// `before` never decreases, and `before(count)` is `out`'s length).
+    #[allow(clippy::too_many_arguments)]
     fn scan_segments_with<T: DeviceValue, O: Operator<T>>(
         &self,
         op: &O,
@@ -302,47 +308,200 @@ impl Cpu {
         x: &[T],
         out: &mut [O::Out],
         count: usize,
-        seg: impl Fn(usize) -> (usize, usize, usize) + Sync,
+        seg: impl Fn(usize) -> (usize, usize) + Sync,
+        before: impl Fn(usize) -> usize + Sync,
     ) {
-        let one =
-            |x: &[T], out: &mut [O::Out]| scan_run(op, None, None, kind, &mut Lift::new(x, 0, out));
-        if count < self.threads() {
-            for i in 0..count {
-                let (lo, o, len) = seg(i);
-                let (xs, ys) = (&x[lo..lo + len], &mut out[o..o + len]);
-                if len > (1 << 22) {
-                    // A long segment alone: the whole-array scan, on all threads.
-                    self.scan_into(xs, ys, *op, kind).expect("lengths checked");
-                } else {
-                    one(xs, ys);
-                }
-            }
-            return;
-        }
-        // Cut `out` into runs of consecutive segments (each run a disjoint slice).
-        let run = count.div_ceil(8 * self.threads()).max(64);
-        let mut work = Vec::with_capacity(count.div_ceil(run));
+        let cuts = self.batches(count, &before);
+        // Cut `out` at the batches' first segments (each batch a disjoint slice).
+        let mut work = Vec::with_capacity(cuts.len() - 1);
         let mut rest = out;
-        let mut taken = 0;
-        for first in (0..count).step_by(run) {
-            let last = (first + run).min(count);
-            let (_, o_end, _) = {
-                let (lo, o, len) = seg(last - 1);
-                (lo, o + len, len)
-            };
-            let (_, o_first, _) = seg(first);
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(o_end - taken);
-            work.push((first, last, o_first, &mut head[o_first - taken..]));
+        for w in cuts.windows(2) {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(before(w[1]) - before(w[0]));
+            work.push((w[0], w[1], head));
             rest = tail;
-            taken = o_end;
         }
-        self.run_chunks(work.into_iter(), |(first, last, o_first, ys)| {
-            for i in first..last {
-                let (lo, o, len) = seg(i);
-                one(&x[lo..lo + len], &mut ys[o - o_first..o - o_first + len]);
+        self.run_chunks(work.into_iter(), |(a, b, ys)| {
+            let at = before(a);
+            let mut scratch = ScanScratch::new(op.identity());
+            let mut i = a;
+            while i < b {
+                let (lo, len) = seg(i);
+                if len == 0 {
+                    i = empty_run_end(&before, i, b);
+                    continue;
+                }
+                let o = before(i) - at;
+                self.scan_one(
+                    op,
+                    kind,
+                    &x[lo..lo + len],
+                    &mut ys[o..o + len],
+                    &mut scratch,
+                );
+                i += 1;
             }
         });
     }
+
+    /// The scan of one segment (not empty) into `ys`: by groups on the stack, the longest on
+    /// all threads.
+    #[inline(always)]
+    pub(super) fn scan_one<T: DeviceValue, O: Operator<T>>(
+        &self,
+        op: &O,
+        kind: ScanKind,
+        xs: &[T],
+        ys: &mut [O::Out],
+        scratch: &mut ScanScratch<O::Acc>,
+    ) {
+        if xs.len() < LONG {
+            segment_scan(op, kind == ScanKind::Inclusive, xs, ys, scratch);
+        } else {
+            self.scan_into(xs, ys, *op, kind).expect("lengths checked");
+        }
+    }
+
+    /// The tree of one segment (not empty): short ones on the stack, longer ones by the
+    /// whole-array leaves, the longest on all threads.
+    #[inline(always)]
+    pub(super) fn segment_tree<T: DeviceValue, O: Operator<T>>(
+        &self,
+        op: &O,
+        xs: &[T],
+        scratch: &mut [O::Acc; SHORT_TREE / 2],
+        buf: &mut Vec<O::Acc>,
+    ) -> O::Acc {
+        let len = xs.len();
+        if len <= SHORT_TREE {
+            short_tree(op, xs, scratch)
+        } else if len < LONG {
+            subtree(op, &Lifted(xs, 0), 0, len.next_power_of_two(), buf)
+        } else {
+            self.tree(op, &Lifted(xs, 0))
+        }
+    }
+
+    /// Reduces `count` segments into `out` (one value each): segment `i` is `seg(i) =
+    /// (input start, length)`, `before(i)` the number of elements of the segments before it.
+    /// A segment's value is `put(tree, length)`; an empty segment's is `empty` (which must
+    /// be given where segments may be empty).
+    #[allow(clippy::too_many_arguments)]
+    fn fold_segments<T: DeviceValue, O: Operator<T>, R: Copy + Send + Sync>(
+        &self,
+        op: &O,
+        x: &[T],
+        count: usize,
+        seg: impl Fn(usize) -> (usize, usize) + Sync,
+        before: impl Fn(usize) -> usize + Sync,
+        out: &mut [MaybeUninit<R>],
+        empty: Option<R>,
+        put: impl Fn(O::Acc, u64) -> R + Sync,
+    ) {
+        let cuts = self.batches(count, &before);
+        let mut work = Vec::with_capacity(cuts.len() - 1);
+        let mut rest = out;
+        for w in cuts.windows(2) {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
+            work.push((w[0], head));
+            rest = tail;
+        }
+        self.run_chunks(work.into_iter(), |(a, ys)| {
+            let b = a + ys.len();
+            let mut scratch = [op.identity(); SHORT_TREE / 2];
+            let mut buf = Vec::new();
+            let mut i = a;
+            while i < b {
+                let (lo, len) = seg(i);
+                if len == 0 {
+                    let j = empty_run_end(&before, i, b);
+                    let e = empty.expect("an empty value where segments may be empty");
+                    for y in &mut ys[i - a..j - a] {
+                        y.write(e);
+                    }
+                    i = j;
+                    continue;
+                }
+                let acc = self.segment_tree(op, &x[lo..lo + len], &mut scratch, &mut buf);
+                ys[i - a].write(put(acc, len as u64));
+                i += 1;
+            }
+        });
+    }
+
+    /// The batches of `count` segments, as cuts `0 = c_0 < c_1 < ... = count` (`count > 0`;
+    /// just `[0, 0]` for none): about eight per thread of about equal work, the elements
+    /// plus the segments of a batch (`before(i) + i` before segment `i`, which never
+    /// decreases), at least [`MIN_BATCH`] each; one where the width is one or the work short.
+    pub(super) fn batches(&self, count: usize, before: &impl Fn(usize) -> usize) -> Vec<usize> {
+        let work = |i: usize| before(i) as u128 + i as u128;
+        let total = work(count);
+        let threads = self.threads().min(1 << 20) as u128;
+        if threads == 1 || total < PARALLEL_MIN as u128 {
+            return vec![0, count];
+        }
+        let pieces = (total / MIN_BATCH as u128).clamp(1, 8 * threads);
+        let mut cuts = Vec::with_capacity(pieces as usize + 1);
+        cuts.push(0);
+        for j in 1..pieces {
+            let target = total * j / pieces;
+            // The first segment with at least `target` of work before it.
+            let (mut lo, mut hi) = (*cuts.last().expect("a cut"), count);
+            while lo < hi {
+                let m = lo + (hi - lo) / 2;
+                if work(m) < target {
+                    lo = m + 1;
+                } else {
+                    hi = m;
+                }
+            }
+            if lo > *cuts.last().expect("a cut") && lo < count {
+                cuts.push(lo);
+            }
+        }
+        cuts.push(count);
+        cuts
+    }
+}
+
+/// Segments of at least this many elements are reduced or scanned on all threads.
+const LONG: usize = 1 << 18;
+
+/// The least work of a batch (elements plus segments).
+const MIN_BATCH: usize = 1 << 14;
+
+/// Where the run of empty segments from `i` (empty: `before(i + 1) == before(i)`) ends: the
+/// last `j <= b` with `before(j) == before(i)`, by a galloping search (a few probes for a
+/// run of any length).
+fn empty_run_end(before: &impl Fn(usize) -> usize, i: usize, b: usize) -> usize {
+    let at = before(i);
+    // `before(lo) == at`; `hi` is past the run (or b + 1).
+    let (mut lo, mut hi) = (i + 1, b + 1);
+    let mut step = 1;
+    while lo + step <= b {
+        if before(lo + step) == at {
+            lo += step;
+            step *= 2;
+        } else {
+            hi = lo + step;
+            break;
+        }
+    }
+    while hi - lo > 1 {
+        let m = lo + (hi - lo) / 2;
+        if before(m) == at {
+            lo = m;
+        } else {
+            hi = m;
+        }
+    }
+    lo
+}
+
+/// `out` as a slice of possibly uninitialised values, to write through (which keeps it
+/// initialised: only initialised values are written).
+fn uninit<V>(out: &mut [V]) -> &mut [MaybeUninit<V>] {
+    // SAFETY: MaybeUninit<V> has V's layout; every write through the result is a V.
+    unsafe { &mut *(out as *mut [V] as *mut [MaybeUninit<V>]) }
 }
 
 /// An empty vector with room for `n` values, or an error ([`ErrorKind::TooLarge`]) where the
