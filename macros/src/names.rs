@@ -200,16 +200,67 @@ pub(crate) fn check_device_type(ty: &Type) -> syn::Result<()> {
             }
             _ => return Ok(()),
         },
-        Type::Reference(_) | Type::Ptr(_) => "references and pointers cannot cross to the device".into(),
-        Type::Tuple(_) => "tuples have no fixed layout; use a #[repr(C)] struct with #[derive(cufold::DeviceType)]".into(),
+        Type::Reference(_) | Type::Ptr(_) => format!(
+            "`{}`: references and pointers cannot cross to the device",
+            type_string(ty)
+        ),
+        Type::Tuple(_) => format!(
+            "`{}`: tuples have no fixed layout; use a #[repr(C)] struct with #[derive(cufold::DeviceType)]",
+            type_string(ty)
+        ),
         // [T; N] is a DeviceValue for element types T (cf::Array<T, N>): the bound checks T.
         Type::Array(a) => return check_device_type(&a.elem),
-        _ => "this type cannot live in device memory".into(),
+        _ => format!("`{}` cannot live in device memory", type_string(ty)),
     };
     Err(syn::Error::new(
         ty.span(),
         format!("unsupported type for the device: {why}; supported: {SUPPORTED_TYPES}"),
     ))
+}
+
+/// A type as a user writes it, for messages: `&f64`, `Vec<f32>`, `[f64; 4]`,
+/// `cufold::ops::Affine<f32>`, not the token stream's `& f64` or `Vec < f32 >`.
+pub(crate) fn type_string(ty: &Type) -> String {
+    let text = quote::quote!(#ty).to_string();
+    let ident_end = |s: &str| s.ends_with(|c: char| c.is_alphanumeric() || c == '_');
+    let ident_start = |s: &str| s.starts_with(|c: char| c.is_alphanumeric() || c == '_');
+    let spaced = |s: &str| s == "->" || s == "=" || s == "+";
+    let mut out = String::new();
+    let mut prev = "";
+    for tok in text.split_whitespace() {
+        let space = !prev.is_empty()
+            && ((ident_end(prev) && ident_start(tok))
+                || prev.ends_with([',', ';'])
+                || spaced(prev)
+                || spaced(tok));
+        if space {
+            out.push(' ');
+        }
+        out.push_str(tok);
+        prev = tok;
+    }
+    out
+}
+
+/// The where clause of a generated impl: `where T: ::cufold::DeviceValue` for each
+/// distinct type of `tys` (its input, accumulator, output), spanned at the type.
+///
+/// A type that is no device value then fails once, at this bound (a global bound that
+/// does not hold is an error where it is written), and inside the impl the bound is
+/// assumed: the associated types' bounds, the `cuda_name::<T>()` of every struct literal
+/// in the translated bodies and the `op_source::<In, Acc, Out>` call do not repeat it,
+/// which they would, one error each, without it.
+pub(crate) fn device_bounds(tys: &[&Type]) -> proc_macro2::TokenStream {
+    let mut seen: Vec<String> = Vec::new();
+    let mut preds = Vec::new();
+    for ty in tys {
+        let key = quote::quote!(#ty).to_string();
+        if !seen.contains(&key) {
+            seen.push(key);
+            preds.push(quote::quote_spanned!(ty.span()=> #ty: ::cufold::DeviceValue));
+        }
+    }
+    quote::quote!(where #(#preds),*)
 }
 
 #[cfg(test)]
@@ -224,6 +275,24 @@ mod tests {
         assert_eq!(cpp_ident("cfm_s"), "cfm_s_cf");
         assert_eq!(cpp_ident("In"), "In_cf");
         assert_eq!(cpp_ident("a_cf"), "a_cf_cf");
+    }
+
+    #[test]
+    fn types_print_as_written() {
+        for ty in [
+            "&f64",
+            "&'a mut f32",
+            "*const u8",
+            "Vec<Vec<f32>>",
+            "[f64; 4]",
+            "(f32, f32)",
+            "cufold::ops::Affine<f32>",
+            "Option<&'static str>",
+            "dyn Fn(f32) -> f32 + Send",
+            "impl Iterator<Item = f32>",
+        ] {
+            assert_eq!(type_string(&syn::parse_str(ty).unwrap()), ty);
+        }
     }
 
     #[test]

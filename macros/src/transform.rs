@@ -181,8 +181,9 @@ fn generate(map: &Map) -> TokenStream {
             }
         )
     });
+    let bounds = crate::names::device_bounds(&[in_ty, out_ty]);
     let imp = quote! {
-        impl ::cufold::ops::Transform<#in_ty> for #self_ty {
+        impl ::cufold::ops::Transform<#in_ty> for #self_ty #bounds {
             type Out = #out_ty;
             fn apply(&self, x: #in_ty, index: u64) -> #out_ty { let _ = index; #call }
             fn cuda(&self) -> ::cufold::ops::CudaOp { #cuda_body }

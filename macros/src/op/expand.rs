@@ -91,8 +91,9 @@ fn operator_impl(s: &Spec) -> TokenStream {
             }
         )
     });
+    let bounds = crate::names::device_bounds(&[in_ty, acc_ty, out_ty]);
     let imp = quote! {
-        impl ::cufold::ops::Operator<#in_ty> for #self_ty {
+        impl ::cufold::ops::Operator<#in_ty> for #self_ty #bounds {
             type Acc = #acc_ty;
             type Out = #out_ty;
             const COMMUTATIVE: bool = #commutative;

@@ -5,7 +5,7 @@
 use super::ast::{params, ImplFns};
 use super::attr::Args;
 use crate::errors::Errors;
-use crate::names::check_device_type;
+use crate::names::{check_device_type, type_string};
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned, ToTokens};
 use syn::{Expr, FnArg, ImplItemFn, ItemFn, ItemImpl, Pat, ReturnType, Signature, Type};
@@ -134,7 +134,7 @@ pub(super) fn fn_form<'a>(args: &'a Args, f: &'a ItemFn, errors: &mut Errors) ->
                     format!(
                         "both arguments of an operator have one type, the accumulator's: expected `{}` \
                          (the first argument's type)",
-                        ty.to_token_stream()
+                        type_string(ty)
                     ),
                 );
             }
@@ -145,7 +145,7 @@ pub(super) fn fn_form<'a>(args: &'a Args, f: &'a ItemFn, errors: &mut Errors) ->
                     r,
                     format!(
                         "an operator returns its arguments' type: expected `{}`",
-                        ty.to_token_stream()
+                        type_string(ty)
                     ),
                 );
             }
@@ -220,6 +220,7 @@ pub(super) fn impl_form<'a>(
 
     // The accumulator is combine's type; lift and finish relate it to In and Out.
     let mut acc = None;
+    let mut acc_ok = true;
     if let Some(c) = fns.combine {
         let ps = params(&c.sig);
         let ret = ret_type(&c.sig, errors);
@@ -230,14 +231,20 @@ pub(super) fn impl_form<'a>(
             );
         }
         acc = ps.first().map(|(_, t)| (*t).clone()).or(ret.clone());
-        if let Some(a) = &acc {
+        // An accumulator that cannot be a device value is the one error: the other types
+        // are not compared with it (`a: &f64` with `-> f64` is one mistake, not three).
+        if let Some(Err(e)) = acc.as_ref().map(check_device_type) {
+            errors.push(e);
+            acc_ok = false;
+        }
+        if let (Some(a), true) = (&acc, acc_ok) {
             if let Some((_, t)) = ps.get(1) {
                 if !same_type(t, a) {
                     errors.at(
                         t,
                         format!(
                             "both arguments of `combine` are accumulators: expected `{}`",
-                            a.to_token_stream()
+                            type_string(a)
                         ),
                     );
                 }
@@ -248,7 +255,7 @@ pub(super) fn impl_form<'a>(
                         r,
                         format!(
                             "`combine` returns an accumulator: expected `{}`",
-                            a.to_token_stream()
+                            type_string(a)
                         ),
                     );
                 }
@@ -256,13 +263,13 @@ pub(super) fn impl_form<'a>(
         }
     }
     let expect_acc = |ty: &Type, what: &str, errors: &mut Errors| {
-        if let Some(a) = &acc {
+        if let (Some(a), true) = (&acc, acc_ok) {
             if !same_type(ty, a) {
                 errors.at(
                     ty,
                     format!(
                         "{what} must be the accumulator type, `{}` (the type `combine` takes)",
-                        a.to_token_stream()
+                        type_string(a)
                     ),
                 );
             }
@@ -314,7 +321,14 @@ pub(super) fn impl_form<'a>(
         }
         out_ty = ret_type(&f.sig, errors);
     }
-    for ty in [&in_ty, &acc, &out_ty].into_iter().flatten() {
+    // The accumulator was checked above; the input and output types once each.
+    let mut seen: Vec<String> = acc.iter().map(type_string).collect();
+    for ty in [&in_ty, &out_ty].into_iter().flatten() {
+        let key = type_string(ty);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
         if let Err(e) = check_device_type(ty) {
             errors.push(e);
         }

@@ -94,13 +94,50 @@ fn method_arity(name: &str) -> Option<usize> {
         .map(|&(_, a)| a)
 }
 
-fn supported_methods() -> String {
-    let list = |m: &[(&str, usize)]| m.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
-    format!(
-        "float methods: {}; integer methods: {} (and abs, signum, min, max, clamp, rem_euclid, div_euclid)",
-        list(FLOAT_METHODS),
-        list(INT_METHODS)
-    )
+/// Where the supported methods are listed, for messages (which name it rather than repeat
+/// the list).
+const SEE_DOCS: &str = "the supported methods are listed in the `cufold::op` docs";
+
+/// Levenshtein distance between two short names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// `"; did you mean `a` or `b`?"` for the (at most three) supported methods closest to
+/// `name`, within a third of its length in edits; empty when none is.
+fn closest(name: &str) -> String {
+    let limit = (name.chars().count() / 3).max(1);
+    let mut near: Vec<(usize, &str)> = FLOAT_METHODS
+        .iter()
+        .chain(INT_METHODS)
+        .map(|&(m, _)| (edit_distance(name, m), m))
+        .filter(|&(d, _)| d <= limit)
+        .collect();
+    near.sort();
+    near.dedup_by(|a, b| a.1 == b.1);
+    let names: Vec<String> = near.iter().take(3).map(|(_, m)| format!("`{m}`")).collect();
+    match names.len() {
+        0 => String::new(),
+        1 => format!("; did you mean {}?", names[0]),
+        n => format!(
+            "; did you mean {} or {}?",
+            names[..n - 1].join(", "),
+            names[n - 1]
+        ),
+    }
 }
 
 impl Translator {
@@ -126,8 +163,8 @@ impl Translator {
                 self.error(
                     &m.method,
                     format!(
-                        "the method `{name}` is not translated to CUDA; supported are the {}",
-                        supported_methods()
+                        "the method `{name}` is not supported in CUDA translation ({SEE_DOCS}){}",
+                        closest(&name)
                     ),
                 );
                 Cpp::default()
@@ -159,10 +196,8 @@ impl Translator {
             t.error(
                 at,
                 format!(
-                    "{what} is not translated to CUDA: a translated body calls only the methods of \
-                     the number types (as `x.sqrt()` or `f32::sqrt(x)`), `T::from(x)`, \
-                     `T::from_bits(b)` and `f16::from_f32(x)` / `bf16::from_f32(x)`; the {}",
-                    supported_methods()
+                    "{what} is not supported in CUDA translation: a body may call only the number \
+                     types' methods, `T::from`, `T::from_bits` and `f16::from_f32` ({SEE_DOCS})"
                 ),
             );
             Cpp::default()
@@ -193,7 +228,21 @@ impl Translator {
             ("from_bits", 1) if is_float || is_half => (format!("cfm::{ty_name}_bits("), false),
             ("from_f32", 1) if is_half => (format!("cfm::from_f32<{cpp_ty}>("), false),
             (m, k) if method_arity(m) == Some(k.wrapping_sub(1)) => (format!("cfm::{m}("), true),
-            _ => return unsupported(self, &p.path, format!("the function `{name}`")),
+            // A std method of a primitive called with the wrong number of arguments: the CPU
+            // half, compiled as written, reports it (an inherent method, which no trait's
+            // can shadow), so a second error here would only repeat it.
+            (m, _) if method_arity(m).is_some() && !is_half => return Cpp::default(),
+            (m, k) => {
+                let msg = match method_arity(m) {
+                    Some(a) => format!("`{name}` takes {} argument(s), not {k}", a + 1),
+                    None => format!(
+                        "the function `{name}` is not supported in CUDA translation ({SEE_DOCS}){}",
+                        closest(m)
+                    ),
+                };
+                self.error(&p.path, msg);
+                return Cpp::default();
+            }
         };
         let mut out = Cpp::text(head);
         for (i, a) in args.iter().enumerate() {
@@ -210,5 +259,30 @@ impl Translator {
         }
         out.push(")");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_counts_insertions_deletions_substitutions() {
+        assert_eq!(edit_distance("sqrt", "sqrt"), 0);
+        assert_eq!(edit_distance("sqr", "sqrt"), 1);
+        assert_eq!(edit_distance("mx", "max"), 1);
+        assert_eq!(edit_distance("is_nam", "is_nan"), 1);
+        assert_eq!(edit_distance("", "abs"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn closest_names_at_most_three_supported_methods() {
+        assert_eq!(closest("sqr"), "; did you mean `sqrt`?");
+        assert_eq!(closest("asinh"), "; did you mean `asin` or `sinh`?");
+        assert_eq!(closest("twice"), "");
+        assert_eq!(closest("helper"), "");
+        let many = closest("cos_");
+        assert!(many.matches('`').count() <= 6, "{many}");
     }
 }
