@@ -301,6 +301,27 @@ const DRAWN: usize = 50_000;
 /// identity's own value) and, for floats, either exact data with [`Tolerance::Exact`] or a
 /// tolerance that covers rounding.
 ///
+/// **This is the test to write for every operator**: nothing else checks its claims, and a
+/// wrong identity or a false `order_free` compiles and gives wrong results. (Debug builds
+/// try the same laws, by the same rules, on the first eight values of each CPU reduction
+/// and scan, and fail them with an [`ErrorKind::InvalidConfig`](crate::ErrorKind) error;
+/// that sees only the data a run happens to have.) A test of your crate:
+///
+/// ```
+/// use cufold::laws::{self, Tolerance};
+///
+/// /// The largest count.
+/// #[cufold::op(identity = 0, order_free)]
+/// fn max_count(a: u32, b: u32) -> u32 { a.max(b) }
+///
+/// // #[test]
+/// fn max_count_keeps_its_laws() {
+///     let samples = [0, 1, 7, 7, u32::MAX, 3];
+///     laws::check(max_count, &samples, Tolerance::Exact).unwrap();
+/// }
+/// # max_count_keeps_its_laws();
+/// ```
+///
 /// ```
 /// use cufold::laws::{check, Tolerance};
 /// let xs: Vec<f32> = (0..100).map(|i| ((i * 37) % 101) as f32 - 50.0).collect();
@@ -332,6 +353,40 @@ where
             ),
         });
     }
+    // An order-free operator promises the same bits in every order.
+    let tol = if O::ORDER_FREE { Tolerance::Bits } else { tol };
+    check_laws(&op, samples, &|x, y| x.approx_eq(y, tol), Scope::Full)
+}
+
+/// Which laws [`check_laws`] tries, and on which pairs and triples of the samples.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// [`check`]'s: the identity on every sample; associativity on every triple (or every
+    /// consecutive triple and drawn ones); commutativity, where claimed, on every pair (or
+    /// consecutive and drawn pairs).
+    Full,
+    /// The debug-build check of the CPU backend ([`debug_check`]): the identity on every
+    /// sample; for an order-free operator only, associativity on every triple of the first
+    /// three samples and on the consecutive triples, and commutativity on the consecutive
+    /// pairs. A few hundred combines at most.
+    Quick,
+    /// `Quick` for an operator that is not order-free: the identity only, on the samples
+    /// whose accumulators are finite (see [`debug_check`]).
+    QuickFinite,
+}
+
+/// The laws of `op` on `samples` (not empty), each lifted with its index, with `same` as
+/// the equality: the one checker behind [`check`] and [`debug_check`].
+fn check_laws<In: DeviceValue, O: Operator<In>>(
+    op: &O,
+    samples: &[In],
+    same: &dyn Fn(&O::Acc, &O::Acc) -> bool,
+    scope: Scope,
+) -> Result<(), LawViolation> {
+    let label = match scope {
+        Scope::Full => "samples",
+        Scope::Quick | Scope::QuickFinite => "x",
+    };
     let acc: Vec<O::Acc> = samples
         .iter()
         .enumerate()
@@ -344,7 +399,7 @@ where
             .zip(["a", "b", "c"])
             .map(|(&i, name)| {
                 format!(
-                    "{name} = lift(samples[{i}] = {:?}) = {:?}",
+                    "{name} = lift({label}[{i}] = {:?}) = {:?}",
                     samples[i], acc[i]
                 )
             })
@@ -360,9 +415,6 @@ where
             message: format!("{law} fails for {}:{shown}\n  {what}", O::name()),
         })
     };
-    // An order-free operator promises the same bits in every order.
-    let tol = if O::ORDER_FREE { Tolerance::Bits } else { tol };
-    let same = |x: &O::Acc, y: &O::Acc| x.approx_eq(y, tol);
 
     let ii = op.combine(id, id);
     if !same(&ii, &id) {
@@ -373,6 +425,9 @@ where
         );
     }
     for (i, a) in acc.iter().enumerate() {
+        if scope == Scope::QuickFinite && !finite(a) {
+            continue;
+        }
         let l = op.combine(id, *a);
         if !same(&l, a) {
             return fail(
@@ -390,6 +445,9 @@ where
             );
         }
     }
+    if scope == Scope::QuickFinite {
+        return Ok(());
+    }
 
     let n = acc.len();
     let mut rng = 0x853c_49e6_748f_ea9bu64;
@@ -400,13 +458,21 @@ where
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         ((z ^ (z >> 31)) % n as u64) as usize
     };
-    let triples: Box<dyn Iterator<Item = [usize; 3]>> = if n <= ALL_TRIPLES_UP_TO {
-        Box::new((0..n * n * n).map(move |t| [t / (n * n), t / n % n, t % n]))
-    } else {
-        let consecutive = (0..n - 2).map(|i| [i, i + 1, i + 2]);
-        let mut d = draw;
-        let drawn = (0..DRAWN).map(move |_| [d(), d(), d()]);
-        Box::new(consecutive.chain(drawn))
+    let consecutive = (0..n.saturating_sub(2)).map(|i| [i, i + 1, i + 2]);
+    let triples: Box<dyn Iterator<Item = [usize; 3]>> = match scope {
+        Scope::Full if n <= ALL_TRIPLES_UP_TO => {
+            Box::new((0..n * n * n).map(move |t| [t / (n * n), t / n % n, t % n]))
+        }
+        Scope::Full => {
+            let mut d = draw;
+            let drawn = (0..DRAWN).map(move |_| [d(), d(), d()]);
+            Box::new(consecutive.chain(drawn))
+        }
+        Scope::Quick | Scope::QuickFinite => {
+            let m = n.min(3);
+            let first = (0..m * m * m).map(move |t| [t / (m * m), t / m % m, t % m]);
+            Box::new(first.chain(consecutive.skip(1)))
+        }
     };
     for [i, j, k] in triples {
         let (a, b, c) = (acc[i], acc[j], acc[k]);
@@ -422,12 +488,16 @@ where
     }
 
     if O::COMMUTATIVE || O::ORDER_FREE {
-        let pairs: Box<dyn Iterator<Item = [usize; 2]>> = if n <= ALL_PAIRS_UP_TO {
-            Box::new((0..n * n).map(move |t| [t / n, t % n]))
-        } else {
-            let consecutive = (0..n - 1).map(|i| [i, i + 1]);
-            let drawn = (0..DRAWN).map(move |_| [draw(), draw()]);
-            Box::new(consecutive.chain(drawn))
+        let consecutive = (0..n.saturating_sub(1)).map(|i| [i, i + 1]);
+        let pairs: Box<dyn Iterator<Item = [usize; 2]>> = match scope {
+            Scope::Full if n <= ALL_PAIRS_UP_TO => {
+                Box::new((0..n * n).map(move |t| [t / n, t % n]))
+            }
+            Scope::Full => {
+                let drawn = (0..DRAWN).map(move |_| [draw(), draw()]);
+                Box::new(consecutive.chain(drawn))
+            }
+            Scope::Quick | Scope::QuickFinite => Box::new(consecutive),
         };
         for [i, j] in pairs {
             let ab = op.combine(acc[i], acc[j]);
@@ -445,6 +515,152 @@ where
         }
     }
     Ok(())
+}
+
+/// How many of an input's first values [`debug_check`] lifts.
+#[cfg(debug_assertions)]
+const DEBUG_VALUES: usize = 8;
+
+/// In debug builds, the laws an operator must keep for the CPU backend's result to be the
+/// one its claims promise, tried on the first eight values of the input that `entry` (as
+/// `"Cpu::reduce"`) is given: the identity (`combine(identity, a)` and `combine(a,
+/// identity)` are `a`), and, for an operator that claims to be
+/// [order-free](Operator::ORDER_FREE), associativity and commutativity on a few triples and
+/// pairs of them. The rules are [`check`]'s: under [`Tolerance::Bits`] for an order-free
+/// operator, on every value (its claim covers NaN payloads and signed zeros); else under
+/// [`Tolerance::Exact`] (`-0.0` equals `0.0`, a NaN any NaN), on the values whose
+/// accumulators hold no NaN or infinity (float arithmetic keeps an identity there only up
+/// to what they mean: `inf * 0.0` is NaN in `identity ∘ f` of an affine map with an
+/// infinite slope, and a NaN input of a log-sum-exp leaves a NaN in one field or another;
+/// such samples are for [`check`] to choose). Operators that
+/// are not monoids (not [`SCANNABLE`](Operator::SCANNABLE): `Div2Mean`, whose identity is a
+/// padding value) are not checked. A violation is an
+/// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) error that shows it.
+///
+/// Accumulators are compared without [`Approx`] (the entry points do not require it): by
+/// their bytes where [`DeviceValue::DENSE`], else (or, under `Exact`, where the bytes
+/// differ) by their `Debug` text, in which NaNs print alike, so that NaN payloads in a
+/// type with padding go unchecked.
+///
+/// Cost: at most 17 combines and 8 lifts (about 150 more combines for an order-free
+/// operator), whatever the input's length. Release builds compile none of it.
+#[cfg(debug_assertions)]
+pub(crate) fn debug_check<In: DeviceValue, O: Operator<In>>(
+    op: &O,
+    x: &[In],
+    entry: &str,
+) -> crate::error::Result<()> {
+    if !O::SCANNABLE || x.is_empty() || SUSPENDED.with(|s| s.get() > 0) {
+        return Ok(());
+    }
+    let (tol, scope) = if O::ORDER_FREE {
+        (Tolerance::Bits, Scope::Quick)
+    } else {
+        (Tolerance::Exact, Scope::QuickFinite)
+    };
+    let x = &x[..x.len().min(DEBUG_VALUES)];
+    check_laws(op, x, &|a, b| same_value(a, b, tol), scope).map_err(|v| {
+        crate::error::Error::new(
+            crate::error::ErrorKind::InvalidConfig,
+            format!(
+                "{v}\n(the debug-build check of {entry} on the input's first values{}; \
+                 laws::check is the test to write for every operator: see cufold::laws)",
+                if O::ORDER_FREE {
+                    ": an order-free operator must keep every law bit for bit"
+                } else {
+                    ""
+                }
+            ),
+        )
+    })
+}
+
+#[cfg(debug_assertions)]
+thread_local! {
+    /// How many [`without_debug_check`] calls this thread is inside.
+    static SUSPENDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// `f()` with [`debug_check`] off on this thread: for test probes that break the laws on
+/// purpose (an operator that records the tree it is combined along). Re-exported as
+/// `cufold::__private::without_law_check`.
+pub(crate) fn without_debug_check<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(debug_assertions)]
+    {
+        struct Resume;
+        impl Drop for Resume {
+            fn drop(&mut self) {
+                SUSPENDED.with(|s| s.set(s.get() - 1));
+            }
+        }
+        SUSPENDED.with(|s| s.set(s.get() + 1));
+        let _resume = Resume;
+        f()
+    }
+    #[cfg(not(debug_assertions))]
+    f()
+}
+
+/// Release builds: nothing.
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub(crate) fn debug_check<In: DeviceValue, O: Operator<In>>(
+    _: &O,
+    _: &[In],
+    _: &str,
+) -> crate::error::Result<()> {
+    Ok(())
+}
+
+/// `a` and `b` equal under `tol` (`Bits` or `Exact`), for any device value: see
+/// [`debug_check`].
+#[cfg(debug_assertions)]
+fn same_value<A: DeviceValue>(a: &A, b: &A, tol: Tolerance) -> bool {
+    if A::DENSE {
+        // SAFETY: a dense value has no padding, so all its bytes are initialised.
+        let bytes = |v: &A| unsafe {
+            std::slice::from_raw_parts((v as *const A).cast::<u8>(), std::mem::size_of::<A>())
+        };
+        if bytes(a) == bytes(b) {
+            return true;
+        }
+        if tol == Tolerance::Bits {
+            return false;
+        }
+    }
+    let (da, db) = (format!("{a:?}"), format!("{b:?}"));
+    if tol == Tolerance::Exact {
+        unsigned_zeros(&da) == unsigned_zeros(&db)
+    } else {
+        da == db
+    }
+}
+
+/// Whether no field of `a` is a NaN or an infinity, as its `Debug` text shows them.
+#[cfg(debug_assertions)]
+fn finite<A: DeviceValue>(a: &A) -> bool {
+    !format!("{a:?}")
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+        .any(|t| t == "NaN" || t == "inf")
+}
+
+/// `Debug` text with every `-0.0` written `0.0`, as `Exact` compares.
+#[cfg(debug_assertions)]
+fn unsigned_zeros(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut prev = ' ';
+    for (i, c) in s.char_indices() {
+        let rest = &s[i..];
+        let negative_zero = c == '-'
+            && rest.starts_with("-0.0")
+            && !(prev.is_ascii_alphanumeric() || prev == '.')
+            && !matches!(rest.as_bytes().get(4), Some(d) if d.is_ascii_digit() || *d == b'e');
+        if !negative_zero {
+            out.push(c);
+        }
+        prev = c;
+    }
+    out
 }
 
 #[cfg(test)]

@@ -269,6 +269,38 @@ pub use cudarc;
 /// tuples and arrays are compile errors that point at the construct and say what is
 /// supported; a body reports all of them at once.
 ///
+/// ## Test its laws
+///
+/// Nothing checks at compile time what an operator claims: that `identity` is an identity,
+/// that `combine` is associative, and, with `commutative` or `order_free`, more. A wrong
+/// claim compiles and gives wrong results. [`laws::check`] is the test to write for every
+/// operator, on samples that exercise its branches (ties, signed zeros, NaN, infinities,
+/// the identity's own value):
+///
+/// ```
+/// use cufold::laws::{self, Law, Tolerance};
+///
+/// #[cufold::op(identity = 0, order_free)]
+/// fn bit_or(a: u32, b: u32) -> u32 { a | b }
+///
+/// // In a #[test] of your crate:
+/// laws::check(bit_or, &[0, 1, 6, 1 << 31, u32::MAX], Tolerance::Exact)?;
+///
+/// // A wrong claim: 1 is no identity of a sum.
+/// #[cufold::op(identity = 1, commutative)]
+/// fn sum_from_one(a: i64, b: i64) -> i64 { a.wrapping_add(b) }
+/// let e = laws::check(sum_from_one, &[2, 3], Tolerance::Exact).unwrap_err();
+/// assert_eq!(e.law(), Law::LeftIdentity);
+/// # Ok::<(), laws::LawViolation>(())
+/// ```
+///
+/// Debug builds also try the laws on the first eight values of every reduction and scan of
+/// the CPU backend ([`Cpu::reduce`], [`Cpu::scan`], [`Cpu::scan_into`],
+/// [`Cpu::scan_in_place`]): the identity, and for an `order_free` claim associativity and
+/// commutativity, bit for bit, under `laws::check`'s rules. A violation is an
+/// [`ErrorKind::InvalidConfig`] error that names the operator, the law and the values. That
+/// catches a wrong claim on whatever data a run has; it is no substitute for the test.
+///
 /// ## Same bits on the GPU and the CPU
 ///
 /// Operators built from `+ - * /`, comparisons, `min`/`max`, casts, bit operations and

@@ -34,6 +34,14 @@ pub fn type_name(ident: &str, module_hash: u32) -> String {
     format!("{ident}_{module_hash:08x}")
 }
 
+/// `f()` without the debug-build law check of the CPU backend on this thread (see
+/// `laws::debug_check`): for test probes that break an operator's laws on purpose, such as
+/// an operator that records the shape of the tree it is combined along. Not for operators
+/// that are meant to be lawful: test those with [`laws::check`](crate::laws::check).
+pub fn without_law_check<R>(f: impl FnOnce() -> R) -> R {
+    crate::laws::without_debug_check(f)
+}
+
 /// `T`'s C++ type name.
 pub fn cuda_name<T: DeviceValue>() -> String {
     T::cuda_name()

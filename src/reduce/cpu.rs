@@ -21,6 +21,7 @@ impl Cpu {
     /// ```
     pub fn reduce<T: DeviceValue, O: Operator<T>>(&self, x: &[T], op: O) -> Result<O::Out> {
         check_empty::<T, O>(x.len() as u64)?;
+        crate::laws::debug_check(&op, x, "Cpu::reduce")?;
         Ok(op.finish(self.reduce_acc(x, op), x.len() as u64))
     }
 

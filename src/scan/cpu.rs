@@ -85,6 +85,7 @@ impl Cpu {
     ) -> Result<()> {
         check_scan_lengths(x.len(), out.len())?;
         check_scannable::<T, O>()?;
+        crate::laws::debug_check(&op, x, "Cpu::scan")?;
         self.scan_with(&op, kind, x, out);
         Ok(())
     }
@@ -105,6 +106,7 @@ impl Cpu {
         kind: ScanKind,
     ) -> Result<()> {
         check_scannable::<T, O>()?;
+        crate::laws::debug_check(&op, x, "Cpu::scan_in_place")?;
         let n = x.len();
         if !self.parallel(n) {
             // One pass: every group of positions is read before any of it is written.
