@@ -196,7 +196,8 @@ fn batched_reductions_keep_the_bits_of_each_segment_alone() {
     check_reduce::<f64, _>(MeanVar, "batches meanvar f64");
     check_reduce::<f32, _>(ArgMax, "batches argmax f32");
     check_reduce::<f32, _>(Div2Mean, "batches div2mean f32");
-    check_reduce::<u32, _>(TreeShape, "batches shape");
+    // TreeShape breaks the identity law on purpose (it records the tree).
+    cufold::__private::without_law_check(|| check_reduce::<u32, _>(TreeShape, "batches shape"));
 }
 
 #[test]
@@ -204,7 +205,7 @@ fn batched_scans_keep_the_bits_of_each_segment_alone() {
     check_scan::<f32, _>(Sum, "batches scan sum f32");
     check_scan::<f64, _>(MeanVar, "batches scan meanvar f64");
     check_scan::<f32, _>(Max, "batches scan max f32");
-    check_scan::<u32, _>(TreeShape, "batches scan shape");
+    cufold::__private::without_law_check(|| check_scan::<u32, _>(TreeShape, "batches scan shape"));
 }
 
 #[test]
@@ -212,7 +213,7 @@ fn runs_by_key_keep_the_bits_of_each_run_alone() {
     check_by_key::<f32, _>(Sum, "by key sum f32");
     check_by_key::<f64, _>(MeanVar, "by key meanvar f64");
     check_by_key::<f32, _>(ArgMin, "by key argmin f32");
-    check_by_key::<u32, _>(TreeShape, "by key shape");
+    cufold::__private::without_law_check(|| check_by_key::<u32, _>(TreeShape, "by key shape"));
 }
 
 #[test]

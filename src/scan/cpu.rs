@@ -124,8 +124,9 @@ impl Cpu {
         Ok(())
     }
 
-    /// The scan of `x` into `out` (of the same length).
-    fn scan_with<T: DeviceValue, O: Operator<T>>(
+    /// The scan of `x` into `out` (of the same length), with no checks: for callers that
+    /// made them (the segmented scans' long segments).
+    pub(crate) fn scan_with<T: DeviceValue, O: Operator<T>>(
         &self,
         op: &O,
         kind: ScanKind,
