@@ -829,7 +829,7 @@ fn bad_segment_scans_are_errors_before_any_launch() {
     assert_eq!(e.kind(), ErrorKind::LengthMismatch);
     assert!(
         e.to_string()
-            .contains("need 10 outputs, the output holds 9"),
+            .contains("need an output of 10 values, the output holds 9"),
         "{e}"
     );
     let e = g.segment_scanner::<f32, _>(Div2Mean).unwrap_err();
