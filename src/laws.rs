@@ -358,8 +358,10 @@ where
     check_laws(&op, samples, &|x, y| x.approx_eq(y, tol), Scope::Full)
 }
 
-/// Which laws [`check_laws`] tries, and on which pairs and triples of the samples.
+/// Which laws [`check_laws`] tries, and on which pairs and triples of the samples (the
+/// quick scopes are the debug builds' only).
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(debug_assertions), allow(dead_code))]
 enum Scope {
     /// [`check`]'s: the identity on every sample; associativity on every triple (or every
     /// consecutive triple and drawn ones); commutativity, where claimed, on every pair (or
@@ -637,7 +639,6 @@ fn same_value<A: DeviceValue>(a: &A, b: &A, tol: Tolerance) -> bool {
 }
 
 /// Whether no field of `a` is a NaN or an infinity, as its `Debug` text shows them.
-#[cfg(debug_assertions)]
 fn finite<A: DeviceValue>(a: &A) -> bool {
     !format!("{a:?}")
         .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
