@@ -1,19 +1,20 @@
 //! The segmented reduction on the GPU: one compiled kernel per operator, element type and
 //! schedule (a warp or a block per segment), one launch per call, on the caller's stream.
 
-use super::by_key::RunCache;
+use super::key_runs::RunCache;
 use super::plan::{
     check_offsets_len, check_rows, check_rows_out, on_thread_blocks, plan_reduction,
-    split_chunk_log, with_schedule, Schedule, SegmentPlan, LANES,
+    split_chunk_log, with_schedule, Schedule, SegmentPlan, LANES, LONG_PASS_MIN_N,
 };
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::gpu::jit::embedded::defines;
 use crate::gpu::{allow_dynamic_shared, get_or_try, jit, resident_grid, Gpu};
 use crate::ops::check::check_empty;
 use crate::ops::{CudaOp, Operator, ParamBlob};
 use crate::reduce::{ReduceShape, Reducer};
+use crate::scan::look_back_bytes;
 use cudarc::driver::{
     CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
@@ -92,6 +93,30 @@ fn segment_defines(
         ("CF_ORDER_FREE", (shape.order_free as u32).to_string()),
         ("CF_OP_BYTES", param_bytes.to_string()),
     ]
+}
+
+/// Bytes of what the one-pass reduction by key's tiles publish (`cf::RunMark`: heads
+/// counted, one past the last head's position).
+const RUN_MARK_BYTES: usize = 16;
+/// The tiles of a one-pass kernel by key (kernels/segment.cuh, `cf::KeyTile`: a block a
+/// tile of a span of keys a warp, tiles in ticket order) over `n` keys in blocks of `block`
+/// threads, and the bytes of the look-back's slots they publish in (none for one tile).
+/// Errors where the tiles are more than one launch's grid takes; `what` names the call.
+pub(super) fn key_tiles(n: u64, block: u32, what: &str) -> Result<(u64, usize)> {
+    let tile = u64::from(block) * u64::from(by_key_items(block));
+    let tiles = n.div_ceil(tile);
+    if tiles > i32::MAX as u64 {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            format!("{what} of {n} keys needs more tiles than one launch takes"),
+        ));
+    }
+    let slot_bytes = if tiles > 1 {
+        look_back_bytes(tiles, RUN_MARK_BYTES)
+    } else {
+        0
+    };
+    Ok((tiles, slot_bytes))
 }
 
 /// Keys a lane takes in the one-pass reduction by key (kernels/segment.cuh,
@@ -690,10 +715,6 @@ impl<T: DeviceValue, O: Operator<T>> LongPass<'_, T, O> {
             .map_err(|e| Error::driver("launching the long segments' combine kernel", e))
     }
 }
-
-/// Inputs from this many elements on get the long pass in the thread schedule (below it, a
-/// segment long enough for it is short work for its warp anyway); the segmented scan's too.
-pub(super) const LONG_PASS_MIN_N: u64 = 1 << 20;
 
 /// Zeroes the two counters of the long list at `hdr` (a lease's plain region, laid out by
 /// [`long_list_layout`], which always holds them), before the launch that fills the list.

@@ -80,12 +80,14 @@ mod by_key;
 mod cpu;
 mod gpu;
 mod host;
+mod key_runs;
 mod plan;
 mod scan_gpu;
 
-pub use by_key::{compile_runs_kernel, runs_kernel_source, ByKey, DeviceByKey, KeyRuns};
+pub use by_key::{ByKey, DeviceByKey, KeyRuns};
 pub use gpu::{compile_kernel, kernel_source, SegmentReducer};
 pub(crate) use host::{rows_outputs, try_zeroed};
+pub use key_runs::{compile_runs_kernel, runs_kernel_source};
 pub use plan::{
     plan, plan_reduction, plan_scan, split_chunk_log, with_schedule, Schedule, SegmentPlan, LANES,
     LANES_MAX_BYTES, REDUCE_WARP_MAX_MEAN, SCAN_OFFSETS_FEW, SCAN_OFFSETS_LONG_MEAN,

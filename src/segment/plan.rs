@@ -7,6 +7,10 @@
 use crate::error::{Error, ErrorKind, Result};
 use crate::gpu::DeviceProps;
 
+/// Inputs from this many elements on get the long pass in the thread schedule (below it, a
+/// segment long enough for it is short work for its warp anyway); the segmented scan's too.
+pub(super) const LONG_PASS_MIN_N: u64 = 1 << 20;
+
 /// Who reduces a segment.
 ///
 /// ```
@@ -261,7 +265,7 @@ pub fn plan_scan(
             && whole
             && mean >= SCAN_OFFSETS_LONG_MEAN
             && (total >= SCAN_OFFSETS_LONG_MIN_TOTAL
-                || (total >= super::gpu::LONG_PASS_MIN_N && segments < SCAN_OFFSETS_FEW)) =>
+                || (total >= LONG_PASS_MIN_N && segments < SCAN_OFFSETS_FEW)) =>
         {
             Schedule::Thread
         }

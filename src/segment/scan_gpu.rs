@@ -1,13 +1,13 @@
 //! The segmented scan on the GPU: a thread or a block per segment, or the whole-array
 //! scanner once per row, one launch per call, on the caller's stream.
 
-use super::by_key::{key_tiles, key_word};
 use super::gpu::{
-    by_key_items, clear_long_list, launch_segments, long_list_layout, SegmentArgs, LONG_PASS_MIN_N,
+    by_key_items, clear_long_list, key_tiles, launch_segments, long_list_layout, SegmentArgs,
 };
+use super::key_runs::key_word;
 use super::plan::{
     check_offsets_len, check_rows, check_rows_out, on_thread_blocks, plan_scan, scan_warp_items,
-    Schedule, SegmentPlan,
+    Schedule, SegmentPlan, LONG_PASS_MIN_N,
 };
 use super::{Rows, SegmentConfig};
 use crate::element::DeviceValue;
