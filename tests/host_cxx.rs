@@ -16,6 +16,7 @@
 mod common;
 mod macro_ops;
 
+use common::host::{compile, compiler, kernels_dir};
 use common::{same, Rng};
 use cufold::laws::{Approx, Tolerance};
 use cufold::ops::{self, CudaOp, Mapped, Operator};
@@ -85,15 +86,6 @@ static inline unsigned short host_f32_to_f16(float f) {
     return (unsigned short)(sign | r);
 }
 "#;
-
-/// The project's kernels/ directory: where this test was built, else under the working
-/// directory (a staged binary runs from a copy of the project root).
-fn kernels_dir() -> Option<PathBuf> {
-    [Path::new(env!("CARGO_MANIFEST_DIR")), Path::new(".")]
-        .iter()
-        .map(|root| root.join("kernels"))
-        .find(|d| d.join("types.cuh").is_file())
-}
 
 /// kernels/types.cuh and kernels/ops.cuh for the host: their two inline-PTX f16
 /// conversions become portable C++ ones (both round to nearest even), and the bf16 one,
@@ -443,25 +435,6 @@ fn cases() -> Vec<Box<dyn Case>> {
     ]
 }
 
-fn compiler() -> Option<String> {
-    let candidates = std::env::var("CXX")
-        .ok()
-        .into_iter()
-        .chain(["g++", "clang++", "c++"].map(String::from));
-    for c in candidates {
-        let ok = Command::new(&c)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return Some(c);
-        }
-    }
-    None
-}
-
 fn build(cxx: &str, kernels: &Path, dir: &Path, cases: &[Box<dyn Case>]) -> PathBuf {
     let mut src = shim(kernels);
     let mut names = Vec::new();
@@ -489,25 +462,7 @@ fn build(cxx: &str, kernels: &Path, dir: &Path, cases: &[Box<dyn Case>]) -> Path
     let file = dir.join("ops.cpp");
     std::fs::write(&file, &src).unwrap();
     let bin = dir.join("ops");
-    let out = Command::new(cxx)
-        .args([
-            "-std=c++17",
-            "-O1",
-            "-ffp-contract=off",
-            "-fno-fast-math",
-            "-w",
-            "-o",
-        ])
-        .arg(&bin)
-        .arg(&file)
-        .output()
-        .expect("run the C++ compiler");
-    assert!(
-        out.status.success(),
-        "{cxx} refused the generated C++ ({}):\n{}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compile(cxx, &file, &bin, "the generated C++");
     bin
 }
 
@@ -703,25 +658,7 @@ fn random_cuh_computes_the_bits_of_cufold_random() {
     let file = dir.join("random.cpp");
     std::fs::write(&file, format!("{INTRINSICS}\n{random}\n{RANDOM_DRIVER}")).unwrap();
     let bin = dir.join("random");
-    let out = Command::new(&cxx)
-        .args([
-            "-std=c++17",
-            "-O1",
-            "-ffp-contract=off",
-            "-fno-fast-math",
-            "-w",
-            "-o",
-        ])
-        .arg(&bin)
-        .arg(&file)
-        .output()
-        .expect("run the C++ compiler");
-    assert!(
-        out.status.success(),
-        "{cxx} refused kernels/random.cuh ({}):\n{}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compile(&cxx, &file, &bin, "kernels/random.cuh");
 
     // Random123's kat_vectors for philox4x32 10 (see src/random.rs for the source).
     let kat = [

@@ -8,10 +8,13 @@
 //! Every input here is fixed (patterns, or a fixed-seed generator): no run can fail where
 //! another passes.
 
+mod common;
+
+use common::host::{compile, compiler, kernels_dir};
 use cufold::ops::{round_ratio_to_f64, round_ratio_to_f64_unsigned, Mean, MeanVar, Sum, WideSum};
 use cufold::segment::Rows;
 use cufold::{Cpu, ScanKind, Widen};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 // The decimal literals are the expected values as the report states them: 2^64 and -2^63,
@@ -441,28 +444,6 @@ int main() {
 }
 "#;
 
-fn kernels_dir() -> Option<PathBuf> {
-    [Path::new(env!("CARGO_MANIFEST_DIR")), Path::new(".")]
-        .iter()
-        .map(|root| root.join("kernels"))
-        .find(|d| d.join("types.cuh").is_file())
-}
-
-fn compiler() -> Option<String> {
-    std::env::var("CXX")
-        .ok()
-        .into_iter()
-        .chain(["g++", "clang++", "c++"].map(String::from))
-        .find(|c| {
-            Command::new(c)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-}
-
 /// kernels/types.cuh and ops.cuh for the host: the inline-PTX half conversions (which no
 /// case here reaches) become stubs, the headers are pasted in order.
 fn shim(dir: &Path) -> String {
@@ -520,25 +501,7 @@ fn the_cuda_round_ratio_and_wide_sums_have_the_rust_bits() {
     let src = dir.join("ratio.cpp");
     std::fs::write(&src, shim(&kernels)).unwrap();
     let bin = dir.join("ratio");
-    let out = Command::new(&cxx)
-        .args([
-            "-std=c++17",
-            "-O1",
-            "-ffp-contract=off",
-            "-fno-fast-math",
-            "-w",
-            "-o",
-        ])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .expect("run the C++ compiler");
-    assert!(
-        out.status.success(),
-        "{cxx} refused kernels/types.cuh + ops.cuh ({}):\n{}",
-        src.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compile(&cxx, &src, &bin, "kernels/types.cuh + ops.cuh");
 
     let mut input = String::new();
     let mut want = Vec::new();

@@ -6,6 +6,8 @@ use cufold::ops::{Affine, CudaOp, Mat2, Operator};
 use cufold::{bf16, f16, DeviceValue, Gpu};
 use std::sync::OnceLock;
 
+pub mod host;
+
 /// Device 0, opened once per test binary (GPU tests only).
 pub fn gpu() -> &'static Gpu {
     static GPU: OnceLock<Gpu> = OnceLock::new();
