@@ -302,6 +302,7 @@ pub(crate) fn subtree<T: DeviceValue, O: Operator<T>, L: Leaves<T, O> + ?Sized>(
 /// least one) are present; the rest are identity. A node with a present left half combines
 /// it with its right half (the identity where that half is absent); a node with no present
 /// position is the identity, not computed. Consumes `buf`'s contents.
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub(crate) fn fold_levels<T: DeviceValue, O: Operator<T>>(
     op: &O,
     buf: &mut [O::Acc],
@@ -427,21 +428,8 @@ pub(crate) fn short_tree<T: DeviceValue, O: Operator<T>>(
 fn fixed_tree<T: DeviceValue, O: Operator<T>, const N: usize>(op: &O, xs: &[T]) -> O::Acc {
     let x: &[T; N] = xs.try_into().expect("N positions");
     let mut buf: [O::Acc; N] = std::array::from_fn(|i| op.lift(x[i], i as u64));
-    let (mut count, mut width) = (N, N.next_power_of_two());
-    while width > 1 {
-        let pairs = count.div_ceil(2);
-        for i in 0..pairs {
-            let right = if 2 * i + 1 < count {
-                buf[2 * i + 1]
-            } else {
-                op.identity()
-            };
-            buf[i] = op.combine(buf[2 * i], right);
-        }
-        count = pairs;
-        width /= 2;
-    }
-    buf[0]
+    // Inlined with N known: the levels unroll over registers.
+    fold_levels(op, &mut buf, N.next_power_of_two())
 }
 
 /// Positions per group of [`segment_scan`].
