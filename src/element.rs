@@ -45,7 +45,7 @@ pub unsafe trait DeviceValue:
     /// field by field and leave its padding unwritten; outputs written so (one a segment, or
     /// a scan's) leave every 32-byte sector partly written, and an H100 then reads each one
     /// from memory to merge the writes (f32 `ArgMax` over 2^24 short segments: 13% slower;
-    /// BENCHMARKS.md, "Segments, thirty-third step"). cufold writes its own `Indexed` whole,
+    /// docs/performance-notes.md, "Segments"). cufold writes its own `Indexed` whole,
     /// padding as zeros; for an output struct of your own, an explicit padding field (set in
     /// `finish`) makes it dense.
     ///

@@ -107,7 +107,7 @@ impl ReduceConfig {
     /// 128), checked when the reducer is built. Every order of combination gives such an
     /// operator the same bits, so only the speed changes; other operators never take it.
     ///
-    /// Measured on an H100 (BENCHMARKS.md, "Reductions short of 95% of a copy"): with
+    /// Measured on an H100 (docs/performance-notes.md, "Reductions"): with
     /// 128-thread blocks, twice as many registers a thread and full occupancy, argmin and
     /// argmax at 2^24 elements run 20-54% faster than in 1024-thread blocks, and from 2^16
     /// elements on no order-free operator measured is slower; below that, 1024 is faster.

@@ -237,7 +237,7 @@ impl ScanConfig {
     /// finish small inputs sooner. The bits are the same on both (the canonical grouping
     /// does not depend on the tile).
     ///
-    /// Measured on an H100 (BENCHMARKS.md, "Large tiles"): f32 inclusive sums at 2^28, 2614
+    /// Measured on an H100 (docs/performance-notes.md, "Scans and the look-back"): f32 inclusive sums at 2^28, 2614
     /// GB/s on large tiles, 2490 on the default's; at 2^16, 14.3 µs on large tiles, 12.6 on
     /// the default's; even at 2^24 (64 MiB).
     ///
@@ -267,7 +267,7 @@ impl ScanConfig {
     /// blocks, which spend part of a tile's life waiting for the look-back and storing.
     /// ([`ScanShape::prefetch`] is the distance in tiles.) A hint: the bits do not change.
     ///
-    /// Measured on an H100 (BENCHMARKS.md, "Prefetching later tiles"), inclusive sums at
+    /// Measured on an H100 (docs/performance-notes.md, "Scans and the look-back"), inclusive sums at
     /// 2^28 in one call: f32 2750-2760 GB/s (93% of a copy), 2616-2628 without; f64 2648
     /// (1.15x `torch.cumsum`), 2393 without; 16 tiles ahead gave half the gain, 264 tiles
     /// (16 MiB) lost 20%. Inputs below `large_from` never prefetch: their tiles all start

@@ -362,7 +362,7 @@ impl ScanShape {
     /// inputs past 8 bytes) or three blocks do not fit `sm_shared` bytes of a
     /// multiprocessor's shared memory.
     ///
-    /// Measured on an H100 at 2^28 elements (BENCHMARKS.md, "Large tiles"): inclusive sums of
+    /// Measured on an H100 at 2^28 elements (docs/performance-notes.md, "Scans and the look-back"): inclusive sums of
     /// f32 2614 GB/s on 512 x 32 where 256 x 32 gives 2471-2490, f16 2326 on 512 x 64 (1755
     /// on 256 x 32), f64 2371 on 256 x 32 (2218 on 256 x 16 in registers), affine maps of f32
     /// 2580 (2228); below about 2^24 elements the smaller tiles are faster.

@@ -27,12 +27,12 @@ use std::sync::OnceLock;
 /// 2^18 rows of 1024 sum 2734 / 2714 -> 2860 / 2862, max 3012 / 3026 -> 3064 / 3076; the same
 /// doubling for a block per segment lost (2^14 rows of 2^14, sum 2888 / 2903 -> 2661 / 2666;
 /// 2^15 rows of 8192, 2919 / 2917 -> 2794 / 2812), so blocks keep the reduction's shape
-/// (BENCHMARKS.md, "Segments, sixth step"). Since each tile's loads are issued before the
+/// (docs/performance-notes.md, "Segments"). Since each tile's loads are issued before the
 /// tile before it is joined (`cf::pipelined_trees`, a thread holding two tiles' inputs), the
 /// doubling measured again (one call, two rounds, sums, four loads against eight): rows of
 /// 1024 2968 / 2939 -> 3020 / 3014, rows of 2048 2796 / 2800 -> 3006 / 3020; for blocks,
 /// rows of 4096 3122 / 3109 -> 1745 / 1740 (a tile of 8192 over a row of 4096), 2^14 rows of
-/// 2^14 3022 / 3006 -> 3016 / 3029 ("Segments, twelfth step").
+/// 2^14 3022 / 3006 -> 3016 / 3029 ("Segments").
 const WARP_HELD_BYTES: usize = 128;
 
 /// The reduction's `shape` with twice the loads in flight (at most 8) where a thread then

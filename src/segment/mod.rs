@@ -61,7 +61,7 @@
 //! `DeviceReduce::ReduceByKey` on every shape measured but power-law run lengths.
 //! [`SegmentReducer::reduce_by_key_into_without_lengths`] is the same pass without the
 //! lengths (what CUB's gives): 8 bytes less written a run, 0.95x CUB on power-law runs
-//! (BENCHMARKS.md, "Segments, twenty-first step").
+//! (docs/performance-notes.md, "Segments").
 //!
 //! ```
 //! use cufold::{ops, segment::Rows, Cpu};
@@ -226,8 +226,7 @@ impl SegmentConfig {
     ///
     /// Small blocks, because a block holds its place on the multiprocessor until its
     /// slowest warp is done, and on ragged lengths a warp that meets a long segment is much
-    /// slower than the others. Measured on an H100 (BENCHMARKS.md, "Segments,
-    /// twenty-seventh step", f32, ms, two rounds a call): power-law lengths, blocks of 256 /
+    /// slower than the others. Measured on an H100 (docs/performance-notes.md, "Segments", f32, ms, two rounds a call): power-law lengths, blocks of 256 /
     /// 64 / 32 (two calls), sum 0.221-0.222 / 0.215 / 0.221, max 0.241-0.242 / 0.233-0.234 /
     /// 0.239, argmax 0.342-0.343 / 0.333-0.334 / 0.347, and cumsum (one call, 256 / 64)
     /// 0.413-0.414 / 0.404; 2^24 segments of 4 to 32 within 0.5% in blocks of 64 (sum 0.524
@@ -257,7 +256,7 @@ impl SegmentConfig {
     /// of long rows, and those joining a row's chunks): a power of two from 32 to 1024
     /// (default 512), checked when the reducer is built; reductions only.
     ///
-    /// Measured on an H100 (BENCHMARKS.md, "Segments, ninth step"): 16 rows of 2^24 f32,
+    /// Measured on an H100 (docs/performance-notes.md, "Segments"): 16 rows of 2^24 f32,
     /// sum 2793-2796 GB/s in blocks of 256, 2896-2911 in 512, 2895-2899 in 1024; max within
     /// 1% and argmax 0.6% slower in 512, 4% in 1024.
     ///

@@ -60,7 +60,7 @@ pub const LANES: u32 = 8;
 /// Bytes of a row up to which a reduction of rows takes a group of [`LANES`] lanes per row
 /// ([`Schedule::Lanes`]) where [`plan`] gives a warp: one tile of the group (8 lanes of
 /// four 16-byte loads). Measured on an H100 (rows of 128 f32, 2^28 in all, one call):
-/// see BENCHMARKS.md, "Segments, sixth step".
+/// see docs/performance-notes.md, "Segments".
 pub const LANES_MAX_BYTES: u64 = 512;
 
 /// For a reduction, the mean length above which a block takes a segment that [`plan`]
@@ -127,7 +127,7 @@ pub fn plan_reduction(
 /// launch. Measured on an H100 (f32 inclusive sums, 2^28 elements in all, one call, GB/s,
 /// whole against the schedule taken before): rows of 16384 2754 / 2068 (block), of 8192
 /// 2951 / 2211, of 4096 2996 / 2307, of 2048 2676 / 2212 (thread); rows of 1024 1700 to 1920
-/// against 2230 (thread), which they keep. BENCHMARKS.md, "Segments, eighth step".
+/// against 2230 (thread), which they keep. docs/performance-notes.md, "Segments".
 pub const SCAN_WHOLE_MIN_COLS: u64 = 2048;
 
 /// Mean length from which a scan of segments by offsets takes [`Schedule::Thread`]
@@ -138,9 +138,9 @@ pub const SCAN_WHOLE_MIN_COLS: u64 = 2048;
 /// tiles, many blocks to a segment, where a block per segment scans its tiles one after
 /// another. Measured on an H100 (f32 inclusive sums, 2^28 elements in all, one call, ms,
 /// thread against a block per segment): segments of 8192 0.824 / 1.013, of 16384 0.814 /
-/// 1.039, of 65536 0.835 / 1.066, of 2^19 0.865 / 1.059 (BENCHMARKS.md, "Segments,
-/// twenty-second step"); segments of 4096, since the long pass puts them on tiles of 4096:
-/// 2^12 of them 0.066 / 0.071, 2^14 0.203 / 0.251 ("Segments, thirty-second step").
+/// 1.039, of 65536 0.835 / 1.066, of 2^19 0.865 / 1.059 (docs/performance-notes.md,
+/// "Segments"); segments of 4096, since the long pass puts them on tiles of 4096:
+/// 2^12 of them 0.066 / 0.071, 2^14 0.203 / 0.251 ("Segments").
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
@@ -166,7 +166,7 @@ pub const SCAN_OFFSETS_LONG_MEAN: u64 =
 /// segment is as fast or faster where the segments number [`SCAN_OFFSETS_FEW`] or more: the
 /// thread schedule takes a launch for its steps and one for each long pass, a block per
 /// segment one in all. Measured on an H100 (f32 inclusive sums, one call, two rounds, ms,
-/// thread against a block per segment; BENCHMARKS.md, "Segments, thirty-second step"):
+/// thread against a block per segment; docs/performance-notes.md, "Segments"):
 ///
 /// | elements | segments of 4096 | of 8192 | of 16384 |
 /// |---|---|---|---|
@@ -225,7 +225,7 @@ pub const SCAN_THREAD_MAX_COLS: u64 = 32;
 ///
 /// Measured on an H100, f32 inclusive sums, 2^28 elements in all, GB/s: 2^21 rows of 128,
 /// a block 224, a thread 417 (before the thread's warps staged their spans), 1833 (after); see
-/// BENCHMARKS.md, "Segments, eleventh step", for the warp against the thread, and
+/// docs/performance-notes.md, "Segments", for the warp against the thread, and
 /// [`SCAN_WHOLE_MIN_COLS`] for longer rows.
 ///
 /// ```
@@ -316,8 +316,7 @@ fn few_and_long(segments: u64, mean: u64, dev: &DeviceProps) -> bool {
 const GRID_WAVES: u64 = 4;
 /// The same for the thread schedule (resident blocks by thread count: for its blocks of 64
 /// at 64 registers a thread, the device runs twice the waves counted). Measured on an H100, f32,
-/// ms, one call, two rounds, waves 4 / 8 / 16 / 64 (BENCHMARKS.md, "Segments,
-/// twenty-seventh step"): 2^24 segments of 4 to 32, sum 0.529-0.530 / 0.508 / 0.500 /
+/// ms, one call, two rounds, waves 4 / 8 / 16 / 64 (docs/performance-notes.md, "Segments"): 2^24 segments of 4 to 32, sum 0.529-0.530 / 0.508 / 0.500 /
 /// 0.533, argmax 0.680-0.681 / 0.662-0.663 / 0.653 / 0.681, cumsum 0.919-0.920 /
 /// 0.899-0.900 / 0.879-0.880 / 0.894; power-law lengths, sum 0.215-0.216 / 0.213-0.216 /
 /// 0.219-0.221 / 0.270, max 0.235-0.237 / 0.235 / 0.244 / 0.282, cumsum 0.405-0.408 / 0.405 /
@@ -329,8 +328,7 @@ const THREAD_GRID_WAVES: u64 = 8;
 /// a block's next segment is loaded while it joins the one before (cf::pipelined_trees) and
 /// its bounds by offsets are asked for a segment ahead (cf::prefetch_bounds): a block that
 /// took one segment waited on its offsets before its first load. Measured on an H100, f32,
-/// 2^28 elements, ms, one call, two rounds, waves 64 / 16 / 8 / 4 (BENCHMARKS.md, "Segments,
-/// twenty-eighth step"): 2^16 segments of 4096 by offsets, sum 0.415-0.416 / 0.351-0.355 /
+/// 2^28 elements, ms, one call, two rounds, waves 64 / 16 / 8 / 4 (docs/performance-notes.md, "Segments"): 2^16 segments of 4096 by offsets, sum 0.415-0.416 / 0.351-0.355 /
 /// 0.352 / 0.363-0.364; 2^15 of 8192, sum 0.362 / 0.347-0.352 / 0.349-0.351 /
 /// 0.357-0.362; rows of 4096 and of 2^14 the same within the rounds' spread but for four
 /// waves (rows of 2^14, sum 0.356-0.360 / 0.355 / 0.356 / 0.360-0.361; a later call, three

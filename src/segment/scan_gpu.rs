@@ -252,7 +252,7 @@ const WARP_ITEMS_LOGS: usize = 6;
 /// as long as they shrink: its own, then with half the bytes per thread down to 64, then
 /// with half the threads per block down to 64 (f32: 256 x 32, 256 x 16, 128 x 16, 64 x 16).
 /// Rows of 2048 f32 measured on an H100: 2890 GB/s on tiles of 128 x 16, 2676 on 256 x 8
-/// (BENCHMARKS.md, "Segments, eighth step"). Empty where the types have no device-wide
+/// (docs/performance-notes.md, "Segments"). Empty where the types have no device-wide
 /// shape.
 fn tile_shapes(sizes: TypeSizes, scan: &ScanConfig) -> Vec<ScanShape> {
     let mut shapes: Vec<ScanShape> = Vec::with_capacity(ROWS_SHAPES);
@@ -556,7 +556,7 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// `2^CF_SCAN_LONG_MIN_LOG` positions or more (the scan's lists take no shorter
     /// segments). 2^16 segments of 4096 f32 by offsets, H100, ms: 0.861 on the own tiles
     /// (256 x 32, each block's tile half empty), 0.814 on these (256 x 16); BENCHMARKS.md,
-    /// "Segments, thirtieth step".
+    /// "Segments".
     fn small_shape(&self) -> Option<ScanShape> {
         small_of(&self.tile_shapes)
     }
@@ -583,10 +583,10 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
     /// reaches the device-wide scan's [`ScanConfig::large_from`]; `SMALL` where it fills a
     /// small tile ([`Self::small_shape`]) but not an own one; else `OWN`. 16 segments of 2^24
     /// f32 by offsets took 0.944 ms in the long pass on the own tiles (256 x 32), 0.84 on the
-    /// large ones (512 x 32), 0.78 as rows (H100; BENCHMARKS.md, "Segments, sixteenth
-    /// step"). A pass of its own for the small tiles costs ragged lengths, whose longest
+    /// large ones (512 x 32), 0.78 as rows (H100; docs/performance-notes.md, "Segments").
+    /// A pass of its own for the small tiles costs ragged lengths, whose longest
     /// segments are few: power-law lengths (mean 5) with it, 0.415 -> 0.434-0.438 ms, its two
-    /// passes 24 and 43 us under ncu ("Segments, thirtieth step").
+    /// passes 24 and 43 us under ncu ("Segments").
     fn thread_cell(&self, segments: u64, n: u64) -> usize {
         let mean = n / segments.max(1);
         cell_for(
