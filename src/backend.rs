@@ -137,7 +137,8 @@ impl Backend {
     ) -> Result<Vec<O::Out>> {
         match self {
             Backend::Gpu(g) => {
-                let mut out = crate::segment::try_zeroed::<O::Out>(rows.rows)?;
+                let len = crate::segment::rows_outputs::<O::Out>(&rows, x.len(), 1)?;
+                let mut out = crate::segment::try_zeroed::<O::Out>(len)?;
                 g.reduce_rows_host_into(x, rows, &mut out, op)?;
                 Ok(out)
             }
@@ -208,7 +209,7 @@ impl Backend {
     ) -> Result<Vec<O::Out>> {
         match self {
             Backend::Gpu(g) => {
-                let len = crate::segment::rows_outputs::<O::Out>(&rows, x.len())?;
+                let len = crate::segment::rows_outputs::<O::Out>(&rows, x.len(), rows.cols)?;
                 let mut out = crate::segment::try_zeroed::<O::Out>(len)?;
                 g.scan_rows_host_into(x, rows, &mut out, op, kind)?;
                 Ok(out)
@@ -329,9 +330,14 @@ impl Backend {
         op: O,
         kind: ScanKind,
     ) -> Result<Vec<O::Out>> {
-        let mut out = crate::segment::try_zeroed::<O::Out>(values.len())?;
-        self.scan_by_key_into(keys, values, &mut out, op, kind)?;
-        Ok(out)
+        match self {
+            Backend::Gpu(g) => {
+                let mut out = crate::segment::try_zeroed::<O::Out>(values.len())?;
+                g.scan_by_key_host_into(keys, values, &mut out, op, kind)?;
+                Ok(out)
+            }
+            Backend::Cpu(c) => c.scan_by_key(keys, values, op, kind),
+        }
     }
 
     /// [`Backend::scan_by_key`] into `out` (as long as `values`): [`Cpu::scan_by_key_into`].

@@ -191,7 +191,8 @@ pub(crate) fn try_zeroed<V: DeviceValue>(n: usize) -> Result<Vec<V>> {
     Ok(v)
 }
 
-/// The number of outputs of a scan of `rows` over `len` elements, after the rows' checks.
-pub(crate) fn rows_outputs<V>(rows: &Rows, len: usize) -> Result<usize> {
-    check_rows::<V>(rows, len, rows.cols)
+/// The number of outputs of `rows` over `len` elements, `per_row` a row (1 for a reduction,
+/// `cols` for a scan), after the rows' checks (the CPU's, in its order).
+pub(crate) fn rows_outputs<V>(rows: &Rows, len: usize, per_row: usize) -> Result<usize> {
+    check_rows::<V>(rows, len, per_row)
 }
