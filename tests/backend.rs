@@ -105,6 +105,11 @@ fn errors(b: &Backend) -> Vec<ErrorKind> {
             b.reduce_rows(&x, Rows::new(1, 3).stride(2), ops::Sum)
                 .map(drop),
         ),
+        // The stride is checked before the output is sized, on both arms.
+        kind(
+            b.reduce_rows(&x, Rows::new(usize::MAX, 3).stride(2), ops::Sum)
+                .map(drop),
+        ),
         kind(b.reduce_rows(&x, Rows::new(3, 2), ops::Sum).map(drop)),
         kind(b.reduce_rows(&x, Rows::new(2, 0), ops::Max).map(drop)),
         kind(b.reduce_rows_into(&x, Rows::new(2, 2), &mut [0.0; 3], ops::Sum)),
@@ -136,7 +141,8 @@ fn errors(b: &Backend) -> Vec<ErrorKind> {
     ]
 }
 
-const EXPECTED_ERRORS: [ErrorKind; 12] = [
+const EXPECTED_ERRORS: [ErrorKind; 13] = [
+    ErrorKind::InvalidConfig,
     ErrorKind::InvalidConfig,
     ErrorKind::LengthMismatch,
     ErrorKind::EmptyInput,
