@@ -16,7 +16,7 @@
 mod common;
 mod macro_ops;
 
-use common::host::{compile, compiler, kernels_dir};
+use common::host::{compile, compiler, kernels_dir, shim, INTRINSICS};
 use common::{same, Rng};
 use cufold::laws::{Approx, Tolerance};
 use cufold::ops::{self, CudaOp, Mapped, Operator};
@@ -26,110 +26,6 @@ use macro_ops::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-/// Device intrinsics for the host; then the real kernels/types.cuh and ops.cuh (see
-/// `shim`), so that the translated operators meet the names they meet on the device.
-const INTRINSICS: &str = r#"
-#include <math.h>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
-#define __device__
-#define __host__
-#define __forceinline__ inline
-static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-static inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
-static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-static inline int __float_as_int(float f) { int u; std::memcpy(&u, &f, 4); return u; }
-static inline double __longlong_as_double(long long u) { double f; std::memcpy(&f, &u, 8); return f; }
-static inline long long __double_as_longlong(double f) { long long u; std::memcpy(&u, &f, 8); return u; }
-static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
-static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
-static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
-static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
-static inline unsigned long long __brevll(unsigned long long x) {
-    unsigned long long r = 0;
-    for (int i = 0; i < 64; ++i) if ((x >> i) & 1) r |= 1ull << (63 - i);
-    return r;
-}
-// IEEE binary16 conversions in portable C++ (what cvt.f32.f16 and cvt.rn.f16.f32 do).
-static inline float host_f16_to_f32(unsigned short h) {
-    unsigned sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-    if (exp == 0x1f) bits = sign | 0x7f800000u | (man ? 0x400000u | (man << 13) : 0u);
-    else if (exp != 0) bits = sign | ((exp + 112) << 23) | (man << 13);
-    else if (man == 0) bits = sign;
-    else {
-        unsigned k = 0;
-        while (!(man & 0x400u)) { man <<= 1; ++k; }
-        bits = sign | ((113 - k) << 23) | ((man & 0x3ffu) << 13);
-    }
-    return __uint_as_float(bits);
-}
-static inline unsigned short host_f32_to_f16(float f) {
-    unsigned x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu;
-    unsigned man = x & 0x7fffffu;
-    if (exp == 0xff) return (unsigned short)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0u));
-    int e = (int)exp - 112;
-    if (e >= 0x1f) return (unsigned short)(sign | 0x7c00u);
-    unsigned shift = 13, r;
-    if (e <= 0) {
-        if (e < -10) return (unsigned short)sign;
-        man |= 0x800000u;
-        shift = (unsigned)(14 - e);
-        r = man >> shift;
-    } else {
-        r = ((unsigned)e << 10) | (man >> 13);
-    }
-    unsigned rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (r & 1u))) ++r;  // a carry rounds up to the next binade
-    return (unsigned short)(sign | r);
-}
-"#;
-
-/// kernels/types.cuh and kernels/ops.cuh for the host: their two inline-PTX f16
-/// conversions become portable C++ ones (both round to nearest even), and the bf16 one,
-/// which only sm_80 and later compile (`#if __CUDA_ARCH__ >= 800`), is left out: the host
-/// runs the integer recipe beside it, and the GPU tests hold the hardware one to the CPU's
-/// bits.
-fn shim(dir: &Path) -> String {
-    let types = std::fs::read_to_string(dir.join("types.cuh")).unwrap();
-    let ops = std::fs::read_to_string(dir.join("ops.cuh")).unwrap();
-    let patches = [
-        (
-            r#"asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));"#,
-            "f = host_f16_to_f32(h.bits);",
-        ),
-        (
-            r#"asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));"#,
-            "h.bits = host_f32_to_f16(v);",
-        ),
-        (
-            r#"asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(v));"#,
-            "/* sm_80's conversion: device only */",
-        ),
-    ];
-    let mut types = types;
-    for (from, to) in patches {
-        assert!(
-            types.contains(from),
-            "kernels/types.cuh no longer has `{from}`: update this host shim"
-        );
-        types = types.replace(from, to);
-    }
-    assert!(
-        !types.contains("asm("),
-        "kernels/types.cuh has new inline PTX: shim it here"
-    );
-    // The headers include each other by NVRTC header name; here they are pasted in order.
-    let pasted = |text: &str| {
-        text.lines()
-            .filter(|l| !l.starts_with("#include \"cufold/"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    format!("{INTRINSICS}\n{}\n{}\n", pasted(&types), pasted(&ops))
-}
 
 const DRIVER: &str = r#"
 static void hex_out(const void* p, size_t n) {

@@ -10,11 +10,10 @@
 
 mod common;
 
-use common::host::{compile, compiler, kernels_dir};
+use common::host::{compile, compiler, kernels_dir, shim};
 use cufold::ops::{round_ratio_to_f64, round_ratio_to_f64_unsigned, Mean, MeanVar, Sum, WideSum};
 use cufold::segment::Rows;
 use cufold::{Cpu, ScanKind, Widen};
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 // The decimal literals are the expected values as the report states them: 2^64 and -2^63,
@@ -384,23 +383,6 @@ fn the_float_division_rounds_twice_and_round_ratio_once() {
 
 // ---- the CUDA half, compiled for the host ------------------------------------------------
 
-/// Device intrinsics kernels/types.cuh uses, for the host (as tests/host_cxx.rs defines them).
-const INTRINSICS: &str = r#"
-#include <math.h>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#define __device__
-#define __host__
-#define __forceinline__ inline
-static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-static inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
-static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-static inline double __longlong_as_double(long long u) { double f; std::memcpy(&f, &u, 8); return f; }
-static inline long long __double_as_longlong(double f) { long long u; std::memcpy(&u, &f, 8); return u; }
-static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
-"#;
-
 /// Reads `kind hi lo n` lines (kind 0: Mean<long long>'s finish of the i128 `hi:lo`, 1:
 /// Mean<unsigned long long>'s of the u128) and prints the double's bits in hex; `kind 2` /
 /// `3` lines `a_hi a_lo b_hi b_lo` print WideSum's combine of two i128 / u128 values; `kind
@@ -444,48 +426,6 @@ int main() {
 }
 "#;
 
-/// kernels/types.cuh and ops.cuh for the host: the inline-PTX half conversions (which no
-/// case here reaches) become stubs, the headers are pasted in order.
-fn shim(dir: &Path) -> String {
-    let mut types = std::fs::read_to_string(dir.join("types.cuh")).unwrap();
-    for (from, to) in [
-        (
-            r#"asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));"#,
-            "f = 0.0f; (void)h;",
-        ),
-        (
-            r#"asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));"#,
-            "h.bits = 0; (void)v;",
-        ),
-        (
-            r#"asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(v));"#,
-            "/* device only */",
-        ),
-    ] {
-        assert!(
-            types.contains(from),
-            "kernels/types.cuh no longer has `{from}`"
-        );
-        types = types.replace(from, to);
-    }
-    assert!(
-        !types.contains("asm("),
-        "kernels/types.cuh has new inline PTX: shim it here"
-    );
-    let ops = std::fs::read_to_string(dir.join("ops.cuh")).unwrap();
-    let pasted = |text: &str| {
-        text.lines()
-            .filter(|l| !l.starts_with("#include \"cufold/"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    format!(
-        "{INTRINSICS}\n{}\n{}\n{DRIVER}",
-        pasted(&types),
-        pasted(&ops)
-    )
-}
-
 #[test]
 fn the_cuda_round_ratio_and_wide_sums_have_the_rust_bits() {
     let (Some(cxx), Some(kernels)) = (compiler(), kernels_dir()) else {
@@ -499,7 +439,7 @@ fn the_cuda_round_ratio_and_wide_sums_have_the_rust_bits() {
     let dir = std::env::temp_dir().join(format!("cufold-integer-mean-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("ratio.cpp");
-    std::fs::write(&src, shim(&kernels)).unwrap();
+    std::fs::write(&src, format!("{}{DRIVER}", shim(&kernels))).unwrap();
     let bin = dir.join("ratio");
     compile(&cxx, &src, &bin, "kernels/types.cuh + ops.cuh");
 
