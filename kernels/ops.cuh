@@ -419,3 +419,6 @@ template <class O> struct Run<Tree<O>> {
 };
 
 }  // namespace cf
+
+// Exact sums (ExactSum, ExactMean), which need Run above.
+#include "cufold/exact.cuh"

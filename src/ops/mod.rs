@@ -65,6 +65,7 @@ use crate::element::{DeviceValue, Element};
 
 mod basic;
 pub(crate) mod check;
+mod exact;
 mod lanes;
 mod mapped;
 mod ordered;
@@ -73,6 +74,7 @@ mod ratio;
 mod stats;
 
 pub use basic::{ArgMax, ArgMin, Indexed, Max, Min, MinMax, MinMaxValue, Prod, Sum, WideSum};
+pub use exact::{ExactAcc, ExactFloat, ExactMean, ExactSum};
 pub use mapped::{cuda_f64, Identity, Mapped, Transform};
 pub use ordered::{Affine, Compose, Mat2, MatMul};
 pub(crate) use params::ParamBlob;

@@ -1,0 +1,315 @@
+// cufold: exact sums, the CUDA half of src/ops/exact.rs (ExactSum, ExactMean).
+//
+// The accumulator is a fixed-point integer wide enough for every sum of fewer than 2^64
+// elements of a float type: K signed 64-bit chunks, chunk i worth 2^(LOW + 48 i), LOW being
+// the exponent of the smallest subnormal (2^-149 for f32, f16 and bf16; 2^-1074 for f64).
+// In canonical form, which every accumulator that leaves lift or combine is in, chunks 0 to
+// K-2 hold digits in [0, 2^48) and chunk K-1 holds the rest, signed (two's complement across
+// the chunks): one form for each value, so that the bits of a sum do not depend on the order
+// or grouping of its adds. Adding an element puts its significand into two or three chunks
+// (integer adds); combine adds chunk-wise and propagates the carries once. Flags record NaN,
+// +inf, -inf, whether any element was seen and whether any was not -0.
+//
+// The finish rounds the exact value once, to nearest with ties to even, from the integers
+// (no float arithmetic): the significand's bits, a round bit and a sticky bit, subnormals
+// kept, overflow to infinity. The mean divides the accumulator, with one more digit below
+// its unit, by n (a long division, the remainder a sticky bit) and rounds that once.
+#pragma once
+
+#include "cufold/types.cuh"
+#include "cufold/ops.cuh"
+
+// Bits of one digit; chunks of the f32 (f16, bf16) and f64 accumulators; the flags.
+#define CF_EXACT_DIGIT 48
+#define CF_EXACT_CHUNKS_F32 7
+#define CF_EXACT_CHUNKS_F64 45
+#define CF_EXACT_NAN 1
+#define CF_EXACT_POS_INF 2
+#define CF_EXACT_NEG_INF 4
+#define CF_EXACT_SEEN 8
+#define CF_EXACT_NOT_NEG_ZERO 16
+
+namespace cf {
+
+// src/ops/exact.rs's ExactAcc<K>: the chunks, then the flags.
+template <int K> struct ExactAcc {
+    i64 chunk[K];
+    u64 flags;
+};
+
+// An element format: stored significand bits, exponent bits, the accumulator's chunk count
+// and unit, and the bits as a u64 and back.
+template <class T> struct exact_traits;
+template <> struct exact_traits<float> {
+    static constexpr int MANT = 23, EXP = 8, K = CF_EXACT_CHUNKS_F32, LOW = -149;
+    static __device__ __forceinline__ u64 bits(float x) { return (u64)__float_as_uint(x); }
+    static __device__ __forceinline__ float of(u64 b) { return __uint_as_float((unsigned)b); }
+};
+template <> struct exact_traits<double> {
+    static constexpr int MANT = 52, EXP = 11, K = CF_EXACT_CHUNKS_F64, LOW = -1074;
+    static __device__ __forceinline__ u64 bits(double x) { return (u64)__double_as_longlong(x); }
+    static __device__ __forceinline__ double of(u64 b) { return __longlong_as_double((i64)b); }
+};
+template <> struct exact_traits<f16> {
+    static constexpr int MANT = 10, EXP = 5, K = CF_EXACT_CHUNKS_F32, LOW = -149;
+    static __device__ __forceinline__ u64 bits(f16 x) { return (u64)x.bits; }
+    static __device__ __forceinline__ f16 of(u64 b) { f16 h; h.bits = (unsigned short)b; return h; }
+};
+template <> struct exact_traits<bf16> {
+    static constexpr int MANT = 7, EXP = 8, K = CF_EXACT_CHUNKS_F32, LOW = -149;
+    static __device__ __forceinline__ u64 bits(bf16 x) { return (u64)x.bits; }
+    static __device__ __forceinline__ bf16 of(u64 b) { bf16 h; h.bits = (unsigned short)b; return h; }
+};
+
+namespace exact {
+
+constexpr int DIGIT = CF_EXACT_DIGIT;
+constexpr i64 MASK = (1ll << DIGIT) - 1;
+constexpr u64 NAN_F = CF_EXACT_NAN, POS_INF = CF_EXACT_POS_INF, NEG_INF = CF_EXACT_NEG_INF;
+constexpr u64 SEEN = CF_EXACT_SEEN, NOT_NEG_ZERO = CF_EXACT_NOT_NEG_ZERO;
+// Element adds a run may make between two normalisations: each adds less than 2^48 to a
+// chunk, so chunks stay below 2^62 in magnitude.
+constexpr unsigned RUN_ADDS = 1u << 13;
+
+// The exponent of the smallest subnormal of a format.
+__device__ __forceinline__ int sub_exp(int mant, int exp) { return 2 - (1 << (exp - 1)) - mant; }
+
+// Carries propagated upwards: the canonical form of the same value.
+template <int K> __device__ __forceinline__ void normalize(i64 (&c)[K]) {
+    i64 carry = 0;
+#pragma unroll
+    for (int i = 0; i < K - 1; ++i) {
+        const i64 t = c[i] + carry;
+        c[i] = t & MASK;
+        carry = t >> DIGIT;  // arithmetic: the floor
+    }
+    c[K - 1] += carry;
+}
+
+// mant * 2^pos (pos counted from the unit), negated if neg, added into c (not normalised):
+// the low 48 - s bits of mant into chunk pos / 48, the next 48 into the one above, and, for a
+// 53-bit significand shifted by more than 43, the rest into the third.
+template <int K> __device__ __forceinline__ void deposit(i64 (&c)[K], bool neg, u64 mant, int pos) {
+    const int i = pos / DIGIT, s = pos % DIGIT;
+    const i64 lo = (i64)(mant << s) & MASK;
+    const i64 mid = (i64)(mant >> (DIGIT - s)) & MASK;
+    const i64 hi = s > 2 * DIGIT - 64 ? (i64)(mant >> (2 * DIGIT - s)) : 0;
+    c[i] += neg ? -lo : lo;
+    c[i + 1] += neg ? -mid : mid;
+    if (hi != 0) c[i + 2] += neg ? -hi : hi;
+}
+
+// x added into c (not normalised) and into the flags.
+template <class T, int K> __device__ __forceinline__ void add_element(i64 (&c)[K], u64& flags, T x) {
+    typedef exact_traits<T> F;
+    const u64 b = F::bits(x);
+    const bool neg = ((b >> (F::MANT + F::EXP)) & 1) != 0;
+    const u64 emax = (1ull << F::EXP) - 1;
+    const u64 e = (b >> F::MANT) & emax;
+    const u64 frac = b & ((1ull << F::MANT) - 1);
+    if (e == emax) {
+        flags |= SEEN | NOT_NEG_ZERO | (frac != 0 ? NAN_F : neg ? NEG_INF : POS_INF);
+    } else if (e == 0 && frac == 0) {
+        flags |= SEEN | (neg ? 0ull : NOT_NEG_ZERO);
+    } else {
+        flags |= SEEN | NOT_NEG_ZERO;
+        const u64 mant = e == 0 ? frac : frac | (1ull << F::MANT);
+        const int pos = (int)(e == 0 ? 0 : e - 1) + sub_exp(F::MANT, F::EXP) - F::LOW;
+        deposit(c, neg, mant, pos);
+    }
+}
+
+// The bits of a NaN or an infinity the flags call for, or false.
+__device__ __forceinline__ bool special_bits(u64 flags, int mant, int exp, u64& out) {
+    const u64 inf = ((1ull << exp) - 1) << mant, sign = 1ull << (mant + exp);
+    const bool both = (flags & (POS_INF | NEG_INF)) == (POS_INF | NEG_INF);
+    if ((flags & NAN_F) != 0 || both) {
+        out = inf | (1ull << (mant - 1));  // the quiet NaN, positive
+    } else if ((flags & POS_INF) != 0) {
+        out = inf;
+    } else if ((flags & NEG_INF) != 0) {
+        out = inf | sign;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+// |value| as canonical digits (mag) and its sign.
+template <int K> __device__ __forceinline__ bool magnitude(const ExactAcc<K>& a, u64 (&mag)[K]) {
+    const bool neg = a.chunk[K - 1] < 0;
+    i64 m[K];
+#pragma unroll
+    for (int i = 0; i < K; ++i) m[i] = neg ? -a.chunk[i] : a.chunk[i];
+    normalize(m);
+#pragma unroll
+    for (int i = 0; i < K; ++i) mag[i] = (u64)m[i];
+    return neg;
+}
+
+// Bits [lo, lo + width) of the digits (width at most 54).
+__device__ __forceinline__ u64 window(const u64* mag, int len, int lo, int width) {
+    const int j0 = lo / DIGIT;
+    int j1 = (lo + width - 1) / DIGIT;
+    if (j1 > len - 1) j1 = len - 1;
+    u64 r = 0;
+    for (int j = j0; j <= j1; ++j) {
+        const int base = DIGIT * j;
+        r |= base >= lo ? mag[j] << (base - lo) : mag[j] >> (lo - base);
+    }
+    return r & ((1ull << width) - 1);
+}
+
+// Bit i of the digits (the top digit may be wider than 48 bits).
+__device__ __forceinline__ bool bit_at(const u64* mag, int len, int i) {
+    int j = i / DIGIT;
+    if (j > len - 1) j = len - 1;
+    const int off = i - DIGIT * j;
+    return off < 64 && ((mag[j] >> off) & 1) != 0;
+}
+
+// Whether any of bits [0, end) of the digits is set.
+__device__ __forceinline__ bool any_below(const u64* mag, int len, int end) {
+    const int j = end / DIGIT;
+    bool any = false;
+    for (int k = 0; k < j && k < len; ++k) any |= mag[k] != 0;
+    const int off = end - DIGIT * j;
+    if (j < len && off > 0) any |= (mag[j] & ((1ull << off) - 1)) != 0;
+    return any;
+}
+
+// The value sum(mag[j] 2^(48 j)) 2^low, plus a positive amount below 2^low if sticky_in,
+// negated if neg, rounded to nearest (ties to even) in the format of `mant` stored bits and
+// `exp` exponent bits: its bits. low must lie at or below the format's smallest subnormal.
+// With the significand m (p bits, from its top bit or from the subnormal unit) and q the
+// binade above the subnormal one, the bits are q * 2^mant + m (a carry out of the
+// significand moves to the exponent field by itself); past the largest finite, infinity.
+__device__ __forceinline__ u64 round_digits(bool neg, const u64* mag, int len, int low, bool sticky_in, int mant,
+                                            int exp) {
+    const int sub = sub_exp(mant, exp) - low;
+    int top = -1;
+    for (int j = len - 1; j >= 0; --j)
+        if (mag[j] != 0) { top = DIGIT * j + 63 - __clzll((long long)mag[j]); break; }
+    const int lsb = top - mant > sub ? top - mant : sub;
+    u64 m = window(mag, len, lsb, mant + 1);
+    const bool round = lsb >= 1 && bit_at(mag, len, lsb - 1);
+    const bool sticky = sticky_in || (lsb >= 2 && any_below(mag, len, lsb - 1));
+    if (round && (sticky || (m & 1) != 0)) m += 1;
+    const u64 q = (u64)(lsb - sub);
+    const u64 inf = ((1ull << exp) - 1) << mant;
+    u64 bits = inf;
+    if (q < (1ull << exp) - 1) {
+        bits = (q << mant) + m;
+        if (bits > inf) bits = inf;
+    }
+    return bits | ((u64)neg << (mant + exp));
+}
+
+// ExactSum's finish: the exact sum rounded once.
+template <class T> __device__ __forceinline__ T sum_of(const ExactAcc<exact_traits<T>::K>& a) {
+    typedef exact_traits<T> F;
+    constexpr int K = F::K;
+    u64 out;
+    if (special_bits(a.flags, F::MANT, F::EXP, out)) return F::of(out);
+    u64 mag[K];
+    const bool neg = magnitude(a, mag);
+    bool zero = true;
+#pragma unroll
+    for (int i = 0; i < K; ++i) zero &= mag[i] == 0;
+    if (zero) {
+        // -0 only when every element was -0 (at least one).
+        const bool minus = (a.flags & SEEN) != 0 && (a.flags & NOT_NEG_ZERO) == 0;
+        return F::of(minus ? 1ull << (F::MANT + F::EXP) : 0ull);
+    }
+    return F::of(round_digits(neg, mag, K, F::LOW, false, F::MANT, F::EXP));
+}
+
+// ExactMean's finish: the exact sum over n rounded once (NaN for n = 0). The quotient of the
+// digits with one zero digit appended below the unit, from the top digit down (each step a
+// 112-bit by 64-bit division, cf::div128by64); the remainder is the sticky bit.
+template <class T> __device__ __forceinline__ T mean_of(const ExactAcc<exact_traits<T>::K>& a, u64 n) {
+    typedef exact_traits<T> F;
+    constexpr int K = F::K;
+    const u64 nan = (((1ull << F::EXP) - 1) << F::MANT) | (1ull << (F::MANT - 1));
+    if (n == 0) return F::of(nan);
+    u64 out;
+    if (special_bits(a.flags, F::MANT, F::EXP, out)) return F::of(out);
+    u64 mag[K];
+    const bool neg = magnitude(a, mag);
+    bool zero = true;
+#pragma unroll
+    for (int i = 0; i < K; ++i) zero &= mag[i] == 0;
+    if (zero) {
+        const bool minus = (a.flags & SEEN) != 0 && (a.flags & NOT_NEG_ZERO) == 0;
+        return F::of(minus ? 1ull << (F::MANT + F::EXP) : 0ull);
+    }
+    u64 q[K + 1];
+    q[K] = mag[K - 1] / n;
+    u64 rem = mag[K - 1] % n;
+    for (int j = K - 2; j >= -1; --j) {
+        const u64 d = j >= 0 ? mag[j] : 0ull;
+        u64 r;
+        q[j + 1] = div128by64(rem >> (64 - DIGIT), (rem << DIGIT) | d, n, &r);
+        rem = r;
+    }
+    return F::of(round_digits(neg, q, K + 1, F::LOW - DIGIT, rem != 0, F::MANT, F::EXP));
+}
+
+}  // namespace exact
+
+// The correctly rounded sum of f32, f64, f16 or bf16 elements (src/ops/exact.rs).
+template <class T> struct ExactSum {
+    typedef exact_traits<T> F;
+    typedef T In; typedef ExactAcc<F::K> Acc; typedef T Out;
+    static_assert(sizeof(Acc) == 8 * (F::K + 1), "ExactAcc<K> is K + 1 words, as in Rust");
+    __device__ Acc identity() const {
+        Acc r;
+#pragma unroll
+        for (int i = 0; i < F::K; ++i) r.chunk[i] = 0;
+        r.flags = 0;
+        return r;
+    }
+    __device__ Acc lift(In x, u64) const {
+        Acc r = identity();
+        exact::add_element(r.chunk, r.flags, x);
+        exact::normalize(r.chunk);
+        return r;
+    }
+    __device__ Acc combine(Acc a, Acc b) const {
+#pragma unroll
+        for (int i = 0; i < F::K; ++i) a.chunk[i] += b.chunk[i];
+        exact::normalize(a.chunk);
+        a.flags |= b.flags;
+        return a;
+    }
+    __device__ Out finish(Acc a, u64) const { return exact::sum_of<T>(a); }
+};
+
+// ExactSum's monoid, finished by the correctly rounded division by n.
+template <class T> struct ExactMean : ExactSum<T> {
+    __device__ T finish(typename ExactSum<T>::Acc a, u64 n) const { return exact::mean_of<T>(a, n); }
+};
+
+// A thread's run (cf::Run): elements added into the chunks with no carry, which are
+// propagated every RUN_ADDS elements and at the end; the same canonical accumulator as
+// lift and combine give.
+template <class Op> struct ExactRun : EachAdd<ExactRun<Op>> {
+    typedef typename Op::Acc Acc;
+    struct State { Acc acc; unsigned adds; };
+    static __device__ __forceinline__ State start(const Op& op) { return State{op.identity(), 0u}; }
+    static __device__ __forceinline__ void add(const Op&, State& s, typename Op::In x, u64) {
+        exact::add_element(s.acc.chunk, s.acc.flags, x);
+        if (++s.adds == exact::RUN_ADDS) {
+            exact::normalize(s.acc.chunk);
+            s.adds = 0;
+        }
+    }
+    static __device__ __forceinline__ Acc end(const Op&, State s) {
+        exact::normalize(s.acc.chunk);
+        return s.acc;
+    }
+};
+template <class T> struct Run<ExactSum<T>> : ExactRun<ExactSum<T>> {};
+template <class T> struct Run<ExactMean<T>> : ExactRun<ExactMean<T>> {};
+
+}  // namespace cf

@@ -1,0 +1,293 @@
+//! ExactSum and ExactMean on the GPU: the GPU's bits equal the CPU's (which tests/exact.rs
+//! checks against an exact reference) for whole arrays, rows, segments and runs of keys, on
+//! the hard cases and on seeded random data, for f32, f64, f16 and bf16, at every block size
+//! of the reduction and on every segment schedule. Each test needs a CUDA device, except
+//! the compile-only one, which needs NVRTC only. Run them all with
+//!
+//! ```sh
+//! cargo test --release --test exact_gpu -- --include-ignored
+//! ```
+
+#[path = "exact/common.rs"]
+mod common;
+
+use common::*;
+use cufold::ops::{ExactFloat, ExactMean, ExactSum, Operator};
+use cufold::reduce::{ReduceConfig, ReduceShape};
+use cufold::segment::{Rows, Schedule, SegmentConfig};
+use cufold::{bf16, f16, Backend, Cpu, DeviceValue, Gpu};
+use std::sync::OnceLock;
+
+fn gpu() -> &'static Gpu {
+    static GPU: OnceLock<Gpu> = OnceLock::new();
+    GPU.get_or_init(|| Gpu::open(0).expect("a CUDA device"))
+}
+
+fn bits_eq<F: Fmt>(a: &[F], b: &[F]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.bits() == y.bits())
+}
+
+/// Whole-array reductions of `xs` on the GPU (default configuration, and each block size
+/// of both of the reducer's kernels) have the CPU's bits, for ExactSum and ExactMean.
+fn check_reduce<F: Fmt + ExactFloat>(xs: &[F], what: &str)
+where
+    ExactSum: Operator<F, Out = F>,
+    ExactMean: Operator<F, Out = F>,
+{
+    let g = gpu();
+    let cpu = Cpu::new();
+    let dev = if xs.is_empty() {
+        g.stream().alloc_zeros::<F>(0).unwrap()
+    } else {
+        g.stream().clone_htod(xs).unwrap()
+    };
+    let want = cpu.reduce(xs, ExactSum).unwrap();
+    let configs = [
+        ReduceConfig::default(),
+        ReduceConfig::default().block(256).large_block(256),
+        ReduceConfig::default().block(128).large_block(1024),
+        ReduceConfig::default().block(32).large_block(64),
+    ];
+    for config in configs {
+        let r = g
+            .reducer_with::<F, _>(ExactSum, config)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let got = r.reduce(&dev).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            got.bits() == want.bits(),
+            "{what}: ExactSum of {} {}: GPU {got:?} != CPU {want:?} ({config:?})",
+            xs.len(),
+            F::cuda_name()
+        );
+        if !xs.is_empty() {
+            let want = cpu.reduce(xs, ExactMean).unwrap();
+            let r = g.reducer_with::<F, _>(ExactMean, config).unwrap();
+            let got = r.reduce(&dev).unwrap();
+            assert!(
+                got.bits() == want.bits(),
+                "{what}: ExactMean of {}: GPU {got:?} != CPU {want:?} ({config:?})",
+                xs.len()
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn hard_cases_on_the_gpu() {
+    for (xs, _) in hard_f64() {
+        check_reduce(&xs, "hard f64");
+    }
+    for (xs, _) in hard_f32() {
+        check_reduce(&xs, "hard f32");
+    }
+    // Each hard case also equals the reference (the CPU's answer, checked in tests/exact.rs).
+    let g = Backend::Gpu(gpu().clone());
+    for (xs, _) in hard_f64() {
+        let got = g.reduce(&xs, ExactSum).unwrap();
+        assert_eq!(got.to_bits(), reference(&xs, false).to_bits(), "{xs:?}");
+    }
+}
+
+const SIZES: &[usize] = &[
+    0,
+    1,
+    2,
+    3,
+    31,
+    32,
+    33,
+    255,
+    256,
+    257,
+    4095,
+    4096,
+    4097,
+    65_535,
+    65_537,
+    (1 << 20) - 1,
+    (1 << 20) + 1,
+    10_000_019,
+];
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn random_sums_on_the_gpu_have_the_cpus_bits() {
+    let mut r = rng(0x5eed_9e0);
+    for &n in SIZES {
+        let n6 = n.max(6);
+        check_reduce(&gen_sum::<f64>(n6, 1e30, &mut r), "GenSum f64 1e30");
+        check_reduce(&gen_sum::<f32>(n6, 1e12, &mut r), "GenSum f32 1e12");
+        check_reduce(&wide_exponents::<f64>(n, &mut r), "wide f64");
+        check_reduce(&wide_exponents::<f32>(n, &mut r), "wide f32");
+        check_reduce(&wide_exponents::<f16>(n, &mut r), "wide f16");
+        check_reduce(&wide_exponents::<bf16>(n, &mut r), "wide bf16");
+    }
+    for e in [2, 8, 16, 24, 32, 40] {
+        check_reduce(
+            &gen_sum::<f64>(100_003, 10f64.powi(e), &mut r),
+            "GenSum f64",
+        );
+    }
+    for e in [2, 6, 10, 16] {
+        check_reduce(
+            &gen_sum::<f32>(100_003, 10f64.powi(e), &mut r),
+            "GenSum f32",
+        );
+    }
+    // 2^24 and then 2^26 ones, in f32: 2^24 + 2^26 exactly.
+    let mut ones = vec![1.0f32; (1 << 26) + 1];
+    ones[0] = 16777216.0;
+    check_reduce(&ones, "2^24 then ones");
+    let got = Backend::Gpu(gpu().clone()).reduce(&ones, ExactSum).unwrap();
+    assert_eq!(got, 16777216.0 + 67108864.0);
+}
+
+/// Rows and segments on every schedule, and runs of keys: the GPU's bits are the CPU's.
+fn check_segments<F: Fmt + ExactFloat>(xs: &[F], what: &str)
+where
+    ExactSum: Operator<F, Out = F>,
+    ExactMean: Operator<F, Out = F>,
+{
+    let g = gpu();
+    let cpu = Cpu::new();
+    let dev = g.stream().clone_htod(xs).unwrap();
+    let n = xs.len();
+    let schedules = [
+        None,
+        Some(Schedule::Thread),
+        Some(Schedule::Lanes),
+        Some(Schedule::Warp),
+        Some(Schedule::Block),
+        Some(Schedule::Split),
+        Some(Schedule::Whole),
+    ];
+    for cols in [1usize, 3, 8, 33, 1000, 5000, n / 2] {
+        let rows = Rows::new(n / cols.max(1), cols);
+        let want = cpu.reduce_rows(xs, rows, ExactSum).unwrap();
+        let want_mean = cpu.reduce_rows(xs, rows, ExactMean).unwrap();
+        for schedule in schedules {
+            let config = SegmentConfig::default().schedule(schedule);
+            let mut out = g.stream().alloc_zeros::<F>(rows.rows).unwrap();
+            let s = g.segment_reducer_with::<F, _>(ExactSum, config).unwrap();
+            s.reduce_rows_into(&dev, rows, &mut out).unwrap();
+            let got = g.stream().clone_dtoh(&out).unwrap();
+            assert!(bits_eq(&got, &want), "{what}: rows of {cols}, {schedule:?}");
+            let s = g.segment_reducer_with::<F, _>(ExactMean, config).unwrap();
+            s.reduce_rows_into(&dev, rows, &mut out).unwrap();
+            let got = g.stream().clone_dtoh(&out).unwrap();
+            assert!(
+                bits_eq(&got, &want_mean),
+                "{what}: mean rows of {cols}, {schedule:?}"
+            );
+        }
+    }
+    // Ragged segments: lengths 0 to 40, some long ones.
+    let mut r = rng(0x5eed_5e9);
+    let mut offsets = vec![0u64];
+    while (*offsets.last().unwrap() as usize) < n {
+        let len: u64 = match rand::Rng::random_range(&mut r, 0..100) {
+            0 => 10_000,
+            1..=3 => 300,
+            _ => rand::Rng::random_range(&mut r, 0..=40),
+        };
+        offsets.push((offsets.last().unwrap() + len).min(n as u64));
+    }
+    let want = cpu.reduce_segments(xs, &offsets, ExactSum).unwrap();
+    let dev_off = g.stream().clone_htod(&offsets).unwrap();
+    for schedule in [
+        None,
+        Some(Schedule::Thread),
+        Some(Schedule::Warp),
+        Some(Schedule::Block),
+    ] {
+        let config = SegmentConfig::default().schedule(schedule);
+        let mut out = g.stream().alloc_zeros::<F>(offsets.len() - 1).unwrap();
+        let s = g.segment_reducer_with::<F, _>(ExactSum, config).unwrap();
+        s.reduce_segments_into(&dev, &dev_off, &mut out).unwrap();
+        let got = g.stream().clone_dtoh(&out).unwrap();
+        let want: Vec<F> = want.iter().map(|w| w.unwrap()).collect();
+        assert!(bits_eq(&got, &want), "{what}: segments, {schedule:?}");
+    }
+    // Runs of equal keys.
+    let keys: Vec<u32> = (0..n as u32).map(|i| (i / 37 + i / 1001) % 3).collect();
+    let want = cpu.reduce_by_key(&keys, xs, ExactMean).unwrap();
+    let got = Backend::Gpu(g.clone())
+        .reduce_by_key(&keys, xs, ExactMean)
+        .unwrap();
+    assert_eq!(got.lengths, want.lengths, "{what}");
+    assert!(bits_eq(&got.values, &want.values), "{what}: by key");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn rows_segments_and_keys_on_the_gpu_have_the_cpus_bits() {
+    let mut r = rng(0x5eed_5e6);
+    for n in [1000usize, 100_000] {
+        check_segments(&gen_sum::<f64>(n, 1e25, &mut r), "GenSum f64");
+        check_segments(&gen_sum::<f32>(n, 1e10, &mut r), "GenSum f32");
+        check_segments(&wide_exponents::<f64>(n, &mut r), "wide f64");
+        check_segments(&wide_exponents::<f32>(n, &mut r), "wide f32");
+        check_segments(&wide_exponents::<f16>(n, &mut r), "wide f16");
+        check_segments(&wide_exponents::<bf16>(n, &mut r), "wide bf16");
+    }
+    // The hard cases as rows of one matrix each.
+    for (xs, _) in hard_f64() {
+        if xs.len() >= 2 {
+            let rows = Rows::new(1, xs.len());
+            let got = Backend::Gpu(gpu().clone())
+                .reduce_rows(&xs, rows, ExactSum)
+                .unwrap();
+            let want = Cpu::new().reduce_rows(&xs, rows, ExactSum).unwrap();
+            assert!(bits_eq(&got, &want), "{xs:?}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs NVRTC (part of the CUDA toolkit)"]
+fn exact_kernels_compile_for_hopper() {
+    // Without a device: every reduction and segment kernel of the two operators, through
+    // NVRTC for sm_90, at the block sizes the reducer uses.
+    fn build<T: DeviceValue, O: Operator<T>>(op: O) -> Vec<String> {
+        let mut failed = Vec::new();
+        for block in [32u32, 128, 256, 1024] {
+            let shape = ReduceShape {
+                order_free: O::ORDER_FREE,
+                ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block).unwrap()
+            };
+            for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
+                let cuda = op.cuda();
+                if let Err(e) = cufold::reduce::compile_kernel(&cuda, 0, &shape, vector, "sm_90") {
+                    failed.push(format!(
+                        "{} over {} (block {block}): {e}",
+                        O::NAME,
+                        T::cuda_name()
+                    ));
+                }
+            }
+            if block == 256 {
+                for group in [1, 8, 32, 256] {
+                    if let Err(e) =
+                        cufold::segment::compile_kernel(&op.cuda(), 0, &shape, group, "sm_90")
+                    {
+                        failed.push(format!(
+                            "{} segments over {} (group {group}): {e}",
+                            O::NAME,
+                            T::cuda_name()
+                        ));
+                    }
+                }
+            }
+        }
+        failed
+    }
+    let mut failed = Vec::new();
+    failed.extend(build::<f32, _>(ExactSum));
+    failed.extend(build::<f64, _>(ExactSum));
+    failed.extend(build::<f16, _>(ExactSum));
+    failed.extend(build::<bf16, _>(ExactSum));
+    failed.extend(build::<f32, _>(ExactMean));
+    failed.extend(build::<f64, _>(ExactMean));
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
