@@ -380,3 +380,204 @@ fn scans_give_each_prefix_rounded_once() {
         );
     }
 }
+
+// ---- the CUDA half, compiled for the host ------------------------------------------------
+
+#[path = "common/host.rs"]
+mod host;
+
+/// Reads lines `0 T n x_1 .. x_n` (T: 0 f32, 1 f64, 2 f16, 3 bf16; the elements' bits in
+/// hex) and prints the accumulator of `combine(acc, lift(x))` folded left (its words in
+/// hex), whether a thread's run (`cf::Run`) gives the same words, and the bits of ExactSum's
+/// and ExactMean's finish (`-` for the mean of nothing); lines `1 T n w_0 .. w_K` print
+/// ExactMean's finish of the accumulator of these words over n.
+const DRIVER: &str = r#"
+template <class T> void fold(int n) {
+    typedef cf::ExactSum<T> Op;
+    typedef typename Op::Acc Acc;
+    typedef cf::Run<Op> R;
+    Op op;
+    Acc acc = op.identity();
+    typename R::State st = R::start(op);
+    for (int i = 0; i < n; ++i) {
+        unsigned long long b;
+        if (std::scanf("%llx", &b) != 1) std::exit(2);
+        const T x = cf::exact_traits<T>::of(b);
+        acc = op.combine(acc, op.lift(x, i));
+        R::add(op, st, x, i);
+    }
+    const Acc run = R::end(op, st);
+    unsigned long long w[sizeof(Acc) / 8];
+    std::memcpy(w, &acc, sizeof(Acc));
+    for (unsigned long long v : w) std::printf("%llx ", v);
+    std::printf("%d %llx ", std::memcmp(&acc, &run, sizeof(Acc)) == 0,
+                cf::exact_traits<T>::bits(op.finish(acc, n)));
+    if (n == 0) std::printf("-\n");
+    else std::printf("%llx\n", cf::exact_traits<T>::bits(cf::ExactMean<T>().finish(acc, n)));
+}
+template <class T> void mean(unsigned long long n) {
+    typedef typename cf::ExactSum<T>::Acc Acc;
+    unsigned long long w[sizeof(Acc) / 8];
+    for (unsigned long long& v : w)
+        if (std::scanf("%llx", &v) != 1) std::exit(2);
+    Acc acc;
+    std::memcpy(&acc, w, sizeof(Acc));
+    std::printf("%llx\n", cf::exact_traits<T>::bits(cf::ExactMean<T>().finish(acc, n)));
+}
+int main() {
+    int kind, t;
+    unsigned long long n;
+    while (std::scanf("%d %d %llx", &kind, &t, &n) == 3) {
+        if (kind == 0) {
+            if (t == 0) fold<float>((int)n); else if (t == 1) fold<double>((int)n);
+            else if (t == 2) fold<cf::f16>((int)n); else fold<cf::bf16>((int)n);
+        } else {
+            if (t == 0) mean<float>(n); else if (t == 1) mean<double>(n);
+            else if (t == 2) mean<cf::f16>(n); else mean<cf::bf16>(n);
+        }
+    }
+    return 0;
+}
+"#;
+
+/// The words of an accumulator (a dense `#[repr(C)]` struct of 64-bit words).
+fn words<A: cufold::DeviceValue>(a: &A) -> Vec<u64> {
+    assert!(A::DENSE && std::mem::size_of::<A>() % 8 == 0);
+    // SAFETY: a dense value of whole 64-bit words: every byte is initialised.
+    let bytes = unsafe {
+        std::slice::from_raw_parts((a as *const A).cast::<u8>(), std::mem::size_of::<A>())
+    };
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// One input of the host check: its line, and the line the C++ half must print.
+fn host_case<F: Fmt + ExactFloat>(t: u32, xs: &[F], input: &mut String, want: &mut Vec<String>)
+where
+    ExactSum: Operator<F, Out = F, Acc = F::Acc>,
+    ExactMean: Operator<F, Out = F, Acc = F::Acc>,
+{
+    let cpu = Cpu::new();
+    input.push_str(&format!("0 {t} {:x}", xs.len()));
+    for x in xs {
+        input.push_str(&format!(" {:x}", x.bits()));
+    }
+    input.push('\n');
+    let acc = cpu.reduce_acc(xs, ExactSum);
+    let mut line: String = words(&acc).iter().map(|w| format!("{w:x} ")).collect();
+    line.push_str(&format!(
+        "1 {:x} ",
+        cpu.reduce(xs, ExactSum).unwrap().bits()
+    ));
+    if xs.is_empty() {
+        line.push('-');
+    } else {
+        line.push_str(&format!("{:x}", cpu.reduce(xs, ExactMean).unwrap().bits()));
+    }
+    want.push(line);
+    // The mean of the same accumulator over other counts.
+    for n in [1u64, 3, 1 << 40, (1 << 53) + 1, u64::MAX] {
+        input.push_str(&format!("1 {t} {n:x}"));
+        for w in words(&acc) {
+            input.push_str(&format!(" {w:x}"));
+        }
+        input.push('\n');
+        want.push(format!(
+            "{:x}",
+            <ExactMean as Operator<F>>::finish(&ExactMean, acc, n).bits()
+        ));
+    }
+}
+
+#[test]
+fn the_cuda_half_compiled_for_the_host_has_the_rust_bits() {
+    let (Some(cxx), Some(kernels)) = (host::compiler(), host::kernels_dir()) else {
+        assert!(
+            std::env::var_os("CUFOLD_CI").is_none(),
+            "CUFOLD_CI is set but there is no C++ compiler ($CXX, g++, clang++, c++) or no kernels/"
+        );
+        eprintln!("no C++ compiler or no kernels/: the CUDA half's host check did not run");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("cufold-exact-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exact = std::fs::read_to_string(kernels.join("exact.cuh")).unwrap();
+    let exact: String = exact
+        .lines()
+        .filter(|l| !l.starts_with("#include \"cufold/"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let src = dir.join("exact.cpp");
+    std::fs::write(&src, format!("{}\n{exact}\n{DRIVER}", host::shim(&kernels))).unwrap();
+    let bin = dir.join("exact");
+    host::compile(&cxx, &src, &bin, "kernels/types.cuh + ops.cuh + exact.cuh");
+
+    let (mut input, mut want) = (String::new(), Vec::new());
+    let mut r = rng(0x5eed_c0de);
+    for (xs, _) in hard_f64() {
+        host_case(1, &xs, &mut input, &mut want);
+    }
+    for (xs, _) in hard_f32() {
+        if xs.len() < 100 {
+            host_case(0, &xs, &mut input, &mut want);
+        }
+    }
+    for n in [1usize, 2, 7, 100, 9000, 20_000] {
+        host_case(1, &wide_exponents::<f64>(n, &mut r), &mut input, &mut want);
+        host_case(0, &wide_exponents::<f32>(n, &mut r), &mut input, &mut want);
+        host_case(2, &wide_exponents::<f16>(n, &mut r), &mut input, &mut want);
+        host_case(3, &wide_exponents::<bf16>(n, &mut r), &mut input, &mut want);
+    }
+    // Many elements of full significands into one chunk: a run must carry on the way.
+    host_case(1, &vec![2.0 - f64::EPSILON; 40_000], &mut input, &mut want);
+    host_case(0, &vec![2.0 - f32::EPSILON; 40_000], &mut input, &mut want);
+    for e in [4, 12, 20, 30, 40] {
+        host_case(
+            1,
+            &gen_sum::<f64>(1000, 10f64.powi(e), &mut r),
+            &mut input,
+            &mut want,
+        );
+        host_case(
+            0,
+            &gen_sum::<f32>(1000, 10f64.powi(e / 3 + 2), &mut r),
+            &mut input,
+            &mut want,
+        );
+    }
+
+    let mut child = std::process::Command::new(&bin)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut stdin = stdin;
+        stdin.write_all(input.as_bytes()).unwrap();
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(
+        out.status.success(),
+        "the C++ driver failed: {:?}",
+        out.status
+    );
+    let got: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().to_string())
+        .collect();
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(
+            g,
+            w.trim(),
+            "case {i}: the C++ half (left) differs from the Rust half"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
