@@ -27,8 +27,10 @@ fn bits_eq<F: Fmt>(a: &[F], b: &[F]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.bits() == y.bits())
 }
 
-/// Whole-array reductions of `xs` on the GPU (default configuration, and each block size
-/// of both of the reducer's kernels) have the CPU's bits, for ExactSum and ExactMean.
+/// Whole-array reductions of `xs` on the GPU (the default configuration, and block sizes
+/// 128, 256 and 1024 for both of the reducer's kernels) have the CPU's bits, for ExactSum
+/// and ExactMean. (An f64 kernel takes NVRTC about 10 s to compile: its accumulator is
+/// 368 bytes.)
 fn check_reduce<F: Fmt + ExactFloat>(xs: &[F], what: &str)
 where
     ExactSum: Operator<F, Out = F>,
@@ -46,7 +48,6 @@ where
         ReduceConfig::default(),
         ReduceConfig::default().block(256).large_block(256),
         ReduceConfig::default().block(128).large_block(1024),
-        ReduceConfig::default().block(32).large_block(64),
     ];
     for config in configs {
         let r = g
@@ -113,7 +114,7 @@ const SIZES: &[usize] = &[
 #[test]
 #[ignore = "needs a CUDA device"]
 fn random_sums_on_the_gpu_have_the_cpus_bits() {
-    let mut r = rng(0x5eed_9e0);
+    let mut r = rng(0x5eed_09e0);
     for &n in SIZES {
         let n6 = n.max(6);
         check_reduce(&gen_sum::<f64>(n6, 1e30, &mut r), "GenSum f64 1e30");
@@ -183,7 +184,7 @@ where
         }
     }
     // Ragged segments: lengths 0 to 40, some long ones.
-    let mut r = rng(0x5eed_5e9);
+    let mut r = rng(0x5eed_05e9);
     let mut offsets = vec![0u64];
     while (*offsets.last().unwrap() as usize) < n {
         let len: u64 = match rand::Rng::random_range(&mut r, 0..100) {
@@ -222,7 +223,7 @@ where
 #[test]
 #[ignore = "needs a CUDA device"]
 fn rows_segments_and_keys_on_the_gpu_have_the_cpus_bits() {
-    let mut r = rng(0x5eed_5e6);
+    let mut r = rng(0x5eed_05e6);
     for n in [1000usize, 100_000] {
         check_segments(&gen_sum::<f64>(n, 1e25, &mut r), "GenSum f64");
         check_segments(&gen_sum::<f32>(n, 1e10, &mut r), "GenSum f32");

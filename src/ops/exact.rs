@@ -430,6 +430,11 @@ fn mean_of<T: ExactFloat>(acc: &T::Acc, n: u64) -> T {
 /// devices) reduces to the same bits. f16 and bf16 elements are summed in f32's
 /// accumulator, which holds them exactly, and the result is rounded once to f16 or bf16.
 ///
+/// A scan gives every prefix's sum, each rounded once. The f64 accumulator (368 bytes) is
+/// too large for a GPU scan block's shared memory: the GPU refuses f64 scans with an
+/// [`InvalidConfig`](crate::ErrorKind::InvalidConfig) error, and the CPU backend computes
+/// them.
+///
 /// ```
 /// use cufold::{ops::ExactSum, Cpu};
 /// let cpu = Cpu::new();

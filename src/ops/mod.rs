@@ -14,6 +14,8 @@
 //! | [`Mean`] | any [`Widen`](crate::Widen) | [`Widen::Wide`](crate::Widen::Wide) (exact for integers) | f64 (integers: correctly rounded) | error |
 //! | [`MeanVar`] | any [`Element`] | [`MeanVarValue`] | same | error |
 //! | [`Div2Mean`] | f32, f64 | same | same | error |
+//! | [`ExactSum`] | f32, f64, f16, bf16 | [`ExactAcc`] (exact) | same type, correctly rounded | 0 |
+//! | [`ExactMean`] | f32, f64, f16, bf16 | [`ExactAcc`] (exact) | same type, correctly rounded | error |
 //! | [`Compose`] | [`Affine<R>`] | same | same (not commutative) | identity map |
 //! | [`MatMul`] | [`Mat2<R>`] | same | same (not commutative) | identity matrix |
 //! | [`Mapped`] | a [`Transform`]'s input | the operator's | the operator's | the operator's |
@@ -142,9 +144,11 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     /// identity, so that every order and grouping of the combines gives the same bits. The
     /// planner then reduces with long per-thread runs and one tree at the end instead of the
     /// canonical tree (a cheaper schedule, the same result). Min, Max, MinMax, ArgMin and
-    /// ArgMax are order-free, and so are Sum and Prod over integers (wrapping arithmetic)
-    /// and WideSum and Mean over integers (exact 128-bit sums); floating-point sums are not. [`laws::check`](crate::laws::check) tests
-    /// the claim bit for bit; `#[cufold::op(order_free)]` makes it.
+    /// ArgMax are order-free, and so are Sum and Prod over integers (wrapping arithmetic),
+    /// WideSum and Mean over integers (exact 128-bit sums), and ExactSum and ExactMean
+    /// (exact sums of floats); other floating-point sums are not.
+    /// [`laws::check`](crate::laws::check) tests the claim bit for bit;
+    /// `#[cufold::op(order_free)]` makes it.
     ///
     /// ```
     /// use cufold::ops::{Max, Operator, Sum};

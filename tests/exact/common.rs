@@ -68,20 +68,16 @@ impl Big {
     pub fn add(&self, o: &Big) -> Big {
         let mut r = [0u64; W];
         let mut carry = 0u64;
-        for i in 0..W {
-            let (s1, c1) = self.0[i].overflowing_add(o.0[i]);
+        for ((r, &a), &b) in r.iter_mut().zip(&self.0).zip(&o.0) {
+            let (s1, c1) = a.overflowing_add(b);
             let (s2, c2) = s1.overflowing_add(carry);
-            r[i] = s2;
+            *r = s2;
             carry = (c1 || c2) as u64;
         }
         Big(r)
     }
     pub fn neg(&self) -> Big {
-        let mut r = [0u64; W];
-        for i in 0..W {
-            r[i] = !self.0[i];
-        }
-        Big(r).add(&Big::shifted(1, 0))
+        Big(self.0.map(|l| !l)).add(&Big::shifted(1, 0))
     }
     pub fn is_neg(&self) -> bool {
         self.0[W - 1] >> 63 == 1
@@ -93,9 +89,9 @@ impl Big {
     fn mul(&self, n: u64) -> Big {
         let mut r = [0u64; W];
         let mut carry = 0u128;
-        for i in 0..W {
-            let t = self.0[i] as u128 * n as u128 + carry;
-            r[i] = t as u64;
+        for (r, &l) in r.iter_mut().zip(&self.0) {
+            let t = l as u128 * n as u128 + carry;
+            *r = t as u64;
             carry = t >> 64;
         }
         assert!(carry == 0 && r[W - 1] >> 63 == 0, "Big overflow");
@@ -143,7 +139,7 @@ fn value_of<F: Fmt>(b: u64) -> Big {
 pub enum Class {
     Nan,
     Inf(bool),
-    Finite(Big),
+    Finite(Box<Big>),
 }
 
 pub fn classify<F: Fmt>(x: F) -> Class {
@@ -157,7 +153,7 @@ pub fn classify<F: Fmt>(x: F) -> Class {
         Class::Inf(b & sign != 0)
     } else {
         let v = value_of::<F>(mag);
-        Class::Finite(if b & sign != 0 { v.neg() } else { v })
+        Class::Finite(Box::new(if b & sign != 0 { v.neg() } else { v }))
     }
 }
 
