@@ -126,17 +126,9 @@ impl std::fmt::Debug for NcclGroup {
 }
 
 /// Checks that libnccl can be loaded, so that cudarc (which panics when it cannot find it)
-/// is never asked to.
+/// is never asked to; where only `libnccl.so.2` is there, the error says how to link it.
 fn probe_nccl() -> Result<()> {
-    if crate::gpu::library_present(&["nccl"]) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            ErrorKind::NoCuda,
-            "libnccl could not be loaded: cudarc looks for it as libnccl.so (link libnccl.so.2 \
-             under that name into a directory on LD_LIBRARY_PATH)",
-        ))
-    }
+    crate::gpu::compat::nccl::probe()
 }
 
 fn nccl_error(what: &str, e: nccl::NcclError) -> Error {

@@ -231,7 +231,7 @@ pub(crate) fn load_function(
             }
             let m = ctx
                 .load_module(cudarc::nvrtc::Ptx::from_binary(bin))
-                .map_err(|e| Error::driver("loading a compiled kernel", e))?;
+                .map_err(|e| super::compat::load_error("loading a compiled kernel", e))?;
             (m, Origin::Compiled { rejected })
         }
     };

@@ -192,7 +192,8 @@ pub(crate) fn compile(src: &str, options: &[String]) -> Result<Vec<u8>> {
         })
         .unwrap_or_default();
     let out = match compiled {
-        Err(e) => Err(compile_error(src, &log, &format!("{e:?}"))),
+        Err(e) => Err(super::compat::compile_arch_error(options)
+            .unwrap_or_else(|| compile_error(src, &log, &format!("{e:?}")))),
         Ok(()) => {
             let mut size = 0usize;
             // SAFETY: `prog` compiled successfully; size is an out-parameter.

@@ -6,6 +6,7 @@
 //! their entry points; this module knows none of them.
 
 pub(crate) mod cache;
+pub(crate) mod compat;
 mod hash;
 pub(crate) mod jit;
 mod options;
@@ -144,7 +145,7 @@ pub(crate) fn library_present(names: &[&str]) -> bool {
 /// The file names under which cudarc's run-time loading looks for the library `name`, in its
 /// order, for the CUDA version of cudarc's bindings: the probe must find a library exactly
 /// where cudarc would, or cudarc would panic after the probe said yes.
-fn library_file_names(name: &str) -> Vec<String> {
+pub(crate) fn library_file_names(name: &str) -> Vec<String> {
     use std::env::consts::{DLL_PREFIX as P, DLL_SUFFIX as S};
     let version = cudarc::driver::sys::CUDA_VERSION;
     let (major, minor) = (version / 1000, version % 1000 / 10);
@@ -288,12 +289,13 @@ impl Gpu {
             .compute_capability()
             .map_err(|e| Error::driver("reading the compute capability", e))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
+        let arch = compat::check_device(&name, (major, minor))?;
         Ok(Gpu {
             inner: Arc::new(Inner {
                 stream: stream.clone(),
                 props,
                 shared_per_sm,
-                arch: format!("sm_{major}{minor}"),
+                arch,
                 name,
                 opts,
                 scratch: Mutex::new(scratch::Arena::default()),
