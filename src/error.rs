@@ -13,7 +13,11 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// No CUDA driver (libcuda) or no NVRTC library could be loaded, or no device exists.
+    /// No CUDA driver (libcuda) or no NVRTC library could be loaded, or no device exists, or
+    /// the ones found cannot work together (an NVRTC of a newer CUDA major version than the
+    /// driver, or one that cannot compile for the device: see [`crate::Gpu::open`]); for
+    /// `dist::NcclGroup`, no libnccl under a name cudarc loads. The message says what to
+    /// install or link; the CPU backend works regardless.
     NoCuda,
     /// A CUDA driver call failed (out of device memory, a launch failure, ...).
     Driver,

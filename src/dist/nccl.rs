@@ -29,7 +29,7 @@ impl std::fmt::Debug for NcclId {
 
 impl NcclId {
     /// A new group identity (NCCL's `ncclGetUniqueId`). Errors ([`ErrorKind::NoCuda`]) where
-    /// libnccl cannot be loaded.
+    /// libnccl cannot be loaded, saying how to link or install it ([`NcclGroup`]).
     ///
     /// ```no_run
     /// let id = cufold::dist::NcclId::new()?;
@@ -77,9 +77,12 @@ impl NcclId {
 /// send as many bytes to each all-gather (NCCL cannot tell): cufold's calls do, their
 /// sizes fixed by the header exchange that precedes every node exchange.
 ///
-/// libnccl is loaded at run time by its unversioned name (`libnccl.so`): where only
-/// `libnccl.so.2` is installed (PyTorch's wheels), link it under that name into a
-/// directory on `LD_LIBRARY_PATH`. Without it, the constructors give [`ErrorKind::NoCuda`].
+/// libnccl is loaded at run time under cudarc's names for it (`libnccl.so`, then
+/// `libnccl.so.13`, `libnccl.so.12`, ...; never `libnccl.so.2`). Where only `libnccl.so.2`
+/// is installed (pip's `nvidia-nccl-cu12`/`-cu13` wheels, PyTorch), the constructors give an
+/// [`ErrorKind::NoCuda`] error that says where it is and the commands that link it as
+/// `libnccl.so` into a directory on `LD_LIBRARY_PATH`; with no NCCL at all, one that says
+/// what to install. Never a panic.
 ///
 /// ```no_run
 /// use cufold::dist::{ChunkLayout, GpuRank, NcclGroup};

@@ -251,7 +251,8 @@ impl std::fmt::Debug for Gpu {
 impl Gpu {
     /// A handle on `stream` (a stream of your own cudarc context) with default options.
     ///
-    /// Errors with [`ErrorKind::NoCuda`] when NVRTC cannot be loaded. (cudarc's
+    /// Errors with [`ErrorKind::NoCuda`] when NVRTC cannot be loaded, or when the driver,
+    /// NVRTC and the device cannot work together (the checks [`Gpu::open`] describes). (cudarc's
     /// `CudaContext::new` panics when there is no driver: [`Gpu::open`] checks first.)
     ///
     /// ```no_run
@@ -308,6 +309,28 @@ impl Gpu {
     /// Opens device `ordinal` and a handle on its default stream, or explains why not:
     /// no driver, no NVRTC, or no such device is an [`ErrorKind::NoCuda`] error, never a
     /// panic.
+    ///
+    /// Kernels are compiled by NVRTC for the device's architecture (`sm_XY` from its compute
+    /// capability; where NVRTC does not list it, the newest it lists of the same major version,
+    /// whose code the device runs). Every handle ([`Gpu::new`] too) first checks that the
+    /// pieces work together, and the [`ErrorKind::NoCuda`] error names the versions, the
+    /// files and what to install:
+    ///
+    /// - **NVRTC of a newer CUDA major version than the driver** (NVRTC 13 with a driver for
+    ///   CUDA 12.x): what it compiles cannot be loaded. Install a driver for that CUDA
+    ///   version (580 or later for CUDA 13), or make an NVRTC no newer than the driver's CUDA
+    ///   the one loaded: libnvrtc is loaded as `libnvrtc.so` before the versioned names, so
+    ///   link it under that name in a directory first on `LD_LIBRARY_PATH` (pip's
+    ///   `nvidia-cuda-nvrtc-cu12==12.X.*` has it in `site-packages/nvidia/cuda_nvrtc/lib`,
+    ///   `nvidia-cuda-nvrtc==13.X.*` in `site-packages/nvidia/cu13/lib`). A newer *minor*
+    ///   version of the driver's major is fine (CUDA's minor-version compatibility: NVRTC 13.5's
+    ///   kernels run on driver 580, CUDA 13.0); should a driver refuse one of its kernels
+    ///   anyway, the call that loads it gives the same kind of error instead of the driver's
+    ///   bare code.
+    /// - **NVRTC that cannot compile for the device**: the error names the device, its `sm_XY`
+    ///   and the newest (or, for a device NVRTC no longer supports, the oldest) architecture
+    ///   this NVRTC compiles for; use a newer NVRTC (an older one, CUDA 12.x, for devices
+    ///   before sm_75).
     ///
     /// ```
     /// match cufold::Gpu::open(0) {
