@@ -20,6 +20,9 @@
 #                                        same call
 #   bash scripts/gpu-session.sh mc       fused Monte Carlo samples/s beside PyTorch's
 #                                        (scripts/mc_peers.py), same call
+#   bash scripts/gpu-session.sh candle   the candle adapter (scripts/stage.sh --candle): its
+#                                        tests, the top-p example, and its bench beside candle's
+#                                        own ops on the same tensors
 set -uo pipefail
 out=/tmp/cufold-out
 mkdir -p "$out"
@@ -145,6 +148,25 @@ report)
 examples)
   run_examples | tee "$out/examples.txt"
   [[ ${PIPESTATUS[0]} == 0 ]]
+  ;;
+candle)
+  # cuBLAS, cuRAND and NVRTC 13 for candle's binaries: PyTorch's environment has them.
+  for d in /opt/torch/.venv/lib/python3.12/site-packages/nvidia/*/lib; do
+    LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  done
+  export LD_LIBRARY_PATH
+  [[ -e .gpu/bin/test-candle_ops ]] && mv .gpu/bin/test-candle_ops .gpu/bin/bench-candle_ops
+  status=0
+  for t in .gpu/bin/test-*; do
+    "$t" --include-ignored > "$out/${t##*/}.txt" 2>&1
+    code=$?
+    [[ $code == 0 ]] || status=1
+    grep -E '^test result|FAILED|panicked' "$out/${t##*/}.txt" | head -20
+    echo "${t##*/}: exit $code"
+  done
+  run_examples | tee "$out/examples.txt" || status=1
+  .gpu/bin/bench-candle_ops 2>&1 | tee "$out/candle_ops.txt"
+  exit $status
   ;;
 mc)
   .gpu/bin/bench-gpu_monte_carlo --json "$out/mc.json" 2>&1 | tee "$out/mc.txt"

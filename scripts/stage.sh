@@ -5,6 +5,9 @@
 #
 #   bash scripts/stage.sh            tests, benches and examples
 #   bash scripts/stage.sh --tests    tests and examples only (faster)
+#   bash scripts/stage.sh --candle   the candle adapter's tests, example and bench, with CUDA
+#                                    (built inside scripts/candle-toolkit.sh, in target/cuda;
+#                                    each binary carries candle's kernels: stage them apart)
 #
 # Then, on the CUDA machine, from the repository root:
 #   bash scripts/gpu-session.sh tests     every test binary with --include-ignored, then
@@ -30,12 +33,21 @@ for line in sys.stdin:
         # a bench built by `cargo test --no-run` has the test profile: it stays a bench
         kind = "bench" if "bench" in kinds else ("test" if m["profile"]["test"] else kinds[0])
         if sys.argv[1] == "--tests" and kind == "bench": continue
+        if sys.argv[1] == "--candle" and m["target"]["name"] == "cufold_candle": continue
         print(kind, m["target"]["name"], m["executable"])
 ' "$what" >>"$list"; }
-cargo test --workspace --features nccl --release --no-run --message-format=json | collect
-targets=(--examples)
-[[ $what == --tests ]] || targets+=(--benches)
-cargo build --workspace --features nccl --release "${targets[@]}" --message-format=json | collect
+if [[ $what == --candle ]]; then
+  export CARGO_TARGET_DIR=target/cuda
+  tk=scripts/candle-toolkit.sh
+  bash $tk cargo test -p cufold-candle --features cuda --release --no-run --message-format=json | collect
+  bash $tk cargo build -p cufold-candle --features cuda --release --examples --benches \
+    --message-format=json | collect
+else
+  cargo test --workspace --features nccl --release --no-run --message-format=json | collect
+  targets=(--examples)
+  [[ $what == --tests ]] || targets+=(--benches)
+  cargo build --workspace --features nccl --release "${targets[@]}" --message-format=json | collect
+fi
 sort -u "$list" | while read -r kind name exe; do
   # Not for the CUDA machine: the proc-macro crate's tests (they link the toolchain's
   # libstd), the report generator's, and the debug builds' law check (off in release).

@@ -47,6 +47,10 @@
 //! than `u32::MAX + 1` for the index results, and every cufold error (an operator whose CUDA
 //! does not compile gives the NVRTC log with the source).
 
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
+
 use candle_core::shape::Dim;
 use candle_core::{DType, Result, Tensor, WithDType};
 use cufold::ops::{Max, Min, Operator, Sum};

@@ -523,8 +523,18 @@ where
 // |t| <= 0.1716, by its series to t^23.
 
 const LOG2E: f64 = std::f64::consts::LOG2_E;
-const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-01; // 0x3fe62e42fee00000
-const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10; // 0x3dea39ef35793c76
+const LN2_HI: f64 = 0.693_147_180_369_123_8; // 0x3fe62e42fee00000: k * LN2_HI is exact
+const LN2_LO: f64 = 1.908_214_929_270_587_7e-10; // 0x3dea39ef35793c76, ln 2 - LN2_HI
+
+/// The bits of the two parts of ln 2 that `exp32` and `exp64` reduce by (fdlibm's).
+///
+/// ```
+/// let (hi, lo) = cufold_candle::ops::ln2_parts();
+/// assert_eq!(f64::from_bits(hi) + f64::from_bits(lo), std::f64::consts::LN_2);
+/// ```
+pub fn ln2_parts() -> (u64, u64) {
+    (LN2_HI.to_bits(), LN2_LO.to_bits())
+}
 
 /// 2^k for a k whose power is a normal double (-1022..=1023).
 fn pow2(k: i64) -> f64 {

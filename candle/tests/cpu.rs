@@ -231,6 +231,15 @@ fn portable_exp_and_ln_are_accurate() {
 }
 
 #[test]
+fn exp_constants_have_their_bits() {
+    // exp32's reduction x - k ln2 relies on ln 2's high part having trailing zeros.
+    assert_eq!(
+        cufold_candle::ops::ln2_parts(),
+        (0x3fe62e42fee00000, 0x3dea39ef35793c76)
+    );
+}
+
+#[test]
 fn log_sum_exp_edge_values() -> R {
     let x = Tensor::new(
         &[
