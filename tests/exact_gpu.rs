@@ -248,47 +248,65 @@ fn rows_segments_and_keys_on_the_gpu_have_the_cpus_bits() {
 #[test]
 #[ignore = "needs NVRTC (part of the CUDA toolkit)"]
 fn exact_kernels_compile_for_hopper() {
-    // Without a device: every reduction and segment kernel of the two operators, through
-    // NVRTC for sm_90, at the block sizes the reducer uses.
-    fn build<T: DeviceValue, O: Operator<T>>(op: O) -> Vec<String> {
-        let mut failed = Vec::new();
-        for block in [32u32, 128, 256, 1024] {
+    // Without a device: the reduction kernels of the two operators at the smallest and the
+    // largest block size (the largest holds the most accumulators in shared memory), with and
+    // without vector loads, and the segment kernels of every group size, through NVRTC for
+    // sm_90, on every core.
+    type Job = Box<dyn FnOnce() -> Option<String> + Send>;
+    fn jobs<T: DeviceValue, O: Operator<T>>(op: O, out: &mut Vec<Job>) {
+        for block in [32u32, 1024] {
             let shape = ReduceShape {
                 order_free: O::ORDER_FREE,
                 ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block).unwrap()
             };
             for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
-                let cuda = op.cuda();
-                if let Err(e) = cufold::reduce::compile_kernel(&cuda, 0, &shape, vector, "sm_90") {
-                    failed.push(format!(
-                        "{} over {} (block {block}): {e}",
-                        O::NAME,
-                        T::cuda_name()
-                    ));
-                }
-            }
-            if block == 256 {
-                for group in [1, 8, 32, 256] {
-                    if let Err(e) =
-                        cufold::segment::compile_kernel(&op.cuda(), 0, &shape, group, "sm_90")
-                    {
-                        failed.push(format!(
-                            "{} segments over {} (group {group}): {e}",
-                            O::NAME,
-                            T::cuda_name()
-                        ));
-                    }
-                }
+                out.push(Box::new(move || {
+                    let e = cufold::reduce::compile_kernel(&op.cuda(), 0, &shape, vector, "sm_90");
+                    e.err().map(|e| {
+                        format!("{} over {} (block {block}): {e}", O::NAME, T::cuda_name())
+                    })
+                }));
             }
         }
-        failed
+        let shape = ReduceShape {
+            order_free: O::ORDER_FREE,
+            ..ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap()
+        };
+        for group in [1, 8, 32, 256] {
+            out.push(Box::new(move || {
+                let e = cufold::segment::compile_kernel(&op.cuda(), 0, &shape, group, "sm_90");
+                e.err().map(|e| {
+                    format!(
+                        "{} segments over {} (group {group}): {e}",
+                        O::NAME,
+                        T::cuda_name()
+                    )
+                })
+            }));
+        }
     }
-    let mut failed = Vec::new();
-    failed.extend(build::<f32, _>(ExactSum));
-    failed.extend(build::<f64, _>(ExactSum));
-    failed.extend(build::<f16, _>(ExactSum));
-    failed.extend(build::<bf16, _>(ExactSum));
-    failed.extend(build::<f32, _>(ExactMean));
-    failed.extend(build::<f64, _>(ExactMean));
+    let mut all: Vec<Job> = Vec::new();
+    jobs::<f32, _>(ExactSum, &mut all);
+    jobs::<f64, _>(ExactSum, &mut all);
+    jobs::<f16, _>(ExactSum, &mut all);
+    jobs::<bf16, _>(ExactSum, &mut all);
+    jobs::<f32, _>(ExactMean, &mut all);
+    jobs::<f64, _>(ExactMean, &mut all);
+    let queue = std::sync::Mutex::new(all);
+    let failed = std::sync::Mutex::new(Vec::new());
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let Some(job) = queue.lock().unwrap().pop() else {
+                    return;
+                };
+                if let Some(e) = job() {
+                    failed.lock().unwrap().push(e);
+                }
+            });
+        }
+    });
+    let failed = failed.into_inner().unwrap();
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
