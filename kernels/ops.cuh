@@ -48,20 +48,22 @@ template <class T, bool MAX> __device__ __forceinline__ typename ext_key<T>::K a
     }
 }
 
+// Sum and Prod accumulate in sum_calc<T>::type: float for f16 and bf16 (rounded to the
+// element once, at the finish), the element itself otherwise (Element::Calc in Rust).
 template <class T> struct Sum {
-    typedef T In; typedef T Acc; typedef T Out;
-    __device__ Acc identity() const { return zero<T>(); }
-    __device__ Acc lift(In x, u64) const { return x; }
-    __device__ Acc combine(Acc a, Acc b) const { return arith<T>::add(a, b); }
-    __device__ Out finish(Acc a, u64) const { return a; }
+    typedef T In; typedef typename sum_calc<T>::type Acc; typedef T Out;
+    __device__ Acc identity() const { return zero<Acc>(); }
+    __device__ Acc lift(In x, u64) const { return sum_calc<T>::to(x); }
+    __device__ Acc combine(Acc a, Acc b) const { return arith<Acc>::add(a, b); }
+    __device__ Out finish(Acc a, u64) const { return sum_calc<T>::from(a); }
 };
 
 template <class T> struct Prod {
-    typedef T In; typedef T Acc; typedef T Out;
-    __device__ Acc identity() const { return one<T>(); }
-    __device__ Acc lift(In x, u64) const { return x; }
-    __device__ Acc combine(Acc a, Acc b) const { return arith<T>::mul(a, b); }
-    __device__ Out finish(Acc a, u64) const { return a; }
+    typedef T In; typedef typename sum_calc<T>::type Acc; typedef T Out;
+    __device__ Acc identity() const { return one<Acc>(); }
+    __device__ Acc lift(In x, u64) const { return sum_calc<T>::to(x); }
+    __device__ Acc combine(Acc a, Acc b) const { return arith<Acc>::mul(a, b); }
+    __device__ Out finish(Acc a, u64) const { return sum_calc<T>::from(a); }
 };
 
 template <class T> struct Min {

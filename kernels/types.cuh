@@ -173,6 +173,22 @@ template <> struct limits<unsigned char> {
 template <class T> __device__ __forceinline__ T zero() { return down<T>((typename calc<T>::type)0); }
 template <class T> __device__ __forceinline__ T one() { return down<T>((typename calc<T>::type)1); }
 
+// What Sum and Prod accumulate in (Element::Calc on the Rust side): float for f16 and bf16,
+// converted exactly on the way in and rounded to nearest even once on the way out; the
+// element itself for every other type.
+template <class T> struct sum_calc {
+    typedef T type;
+    static __device__ __forceinline__ T to(T x) { return x; }
+    static __device__ __forceinline__ T from(T a) { return a; }
+};
+template <class H> struct half_sum_calc {
+    typedef float type;
+    static __device__ __forceinline__ float to(H x) { return up(x); }
+    static __device__ __forceinline__ H from(float a) { return down<H>(a); }
+};
+template <> struct sum_calc<f16> : half_sum_calc<f16> {};
+template <> struct sum_calc<bf16> : half_sum_calc<bf16> {};
+
 // ---- 128-bit integers --------------------------------------------------------------------
 //
 // WideSum's and Mean's exact accumulators of integer elements (src/element.rs, WideValue):

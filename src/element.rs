@@ -122,6 +122,22 @@ pub trait Element: DeviceValue + PartialOrd + sealed::Sealed {
     fn to_f64(self) -> f64;
     /// The nearest value of this type to `x` (saturating for integers, as `as` does).
     fn from_f64(x: f64) -> Self;
+    /// The type [`Sum`](crate::ops::Sum) and [`Prod`](crate::ops::Prod) accumulate in:
+    /// f32 for f16 and bf16 (rounded to the element once, at the finish, as PyTorch does),
+    /// the element type itself for the others.
+    ///
+    /// ```
+    /// use cufold::Element;
+    /// let x = half::bf16::from_f32(1.5);
+    /// assert_eq!(x.to_calc(), 1.5f32);
+    /// assert_eq!(<half::bf16 as Element>::from_calc(1.5f32), x);
+    /// assert_eq!(7i32.to_calc(), 7i32);
+    /// ```
+    type Calc: Element;
+    /// The value in [`Calc`](Element::Calc), exactly.
+    fn to_calc(self) -> Self::Calc;
+    /// The nearest value of the element type (for f16/bf16: rounded to nearest even).
+    fn from_calc(c: Self::Calc) -> Self;
     /// This value's rank in the total order [`Max`](crate::ops::Max) maximises: numeric
     /// order with `-0.0` below `0.0` and every NaN above `+inf` (for integers, the value
     /// itself). Distinct bit patterns have distinct keys.
@@ -328,6 +344,13 @@ macro_rules! int_element {
             }
             fn to_f64(self) -> f64 {
                 self as f64
+            }
+            type Calc = Self;
+            fn to_calc(self) -> Self {
+                self
+            }
+            fn from_calc(c: Self) -> Self {
+                c
             }
             fn from_f64(x: f64) -> Self {
                 x as $t
@@ -553,6 +576,13 @@ macro_rules! float_element {
             fn to_f64(self) -> f64 {
                 self as f64
             }
+            type Calc = Self;
+            fn to_calc(self) -> Self {
+                self
+            }
+            fn from_calc(c: Self) -> Self {
+                c
+            }
             fn from_f64(x: f64) -> Self {
                 x as $t
             }
@@ -607,6 +637,13 @@ macro_rules! half_element {
             }
             fn to_f64(self) -> f64 {
                 self.to_f64()
+            }
+            type Calc = f32;
+            fn to_calc(self) -> f32 {
+                self.to_f32()
+            }
+            fn from_calc(c: f32) -> Self {
+                $t::from_f32(c)
             }
             fn from_f64(x: f64) -> Self {
                 $t::from_f64(x)

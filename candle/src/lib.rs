@@ -26,7 +26,7 @@
 //!
 //! **Results.** The canonical combination tree of cufold: a row's result depends on its
 //! length only, never on the launch, and is the same on the CPU and every GPU. f16 and bf16
-//! sums, means and cumsums accumulate in f32 and round once ([`ops::HalfSum`]); `argmax` and
+//! sums, means and cumsums accumulate in f32 and round once (cufold's `Sum`); `argmax` and
 //! `argmin` return `U32` indices (as candle's own), the lowest index on ties, the first NaN
 //! when there is one (as PyTorch); `var` divides by `n - 1` (as candle); `mean`, `var` and
 //! `log_sum_exp` take float tensors only. Integer `sum` and `cumsum` wrap in the element
@@ -60,7 +60,7 @@ mod exec;
 pub mod ops;
 
 use exec::{along, Grad, RowsOp, Work};
-use ops::{ArgIndex, HalfSum, LogSumExp, MeanOf, VarOf};
+use ops::{ArgIndex, LogSumExp, MeanOf, VarOf};
 
 /// An element type a candle tensor and cufold share: u8, u32, i32, i64, f16, bf16, f32 and
 /// f64 (candle's I16 and 8-bit floats have no cufold twin).
@@ -153,27 +153,6 @@ macro_rules! float_dtype {
     };
 }
 
-/// The element type's sum: f16 and bf16 in f32 ([`HalfSum`]), the others in their own type.
-macro_rules! sum_dtype {
-    ($dtype:expr, $op:expr, |$T:ident, $sum:ident| $body:expr) => {
-        match $dtype {
-            DType::F16 => {
-                type $T = f16;
-                let $sum = HalfSum;
-                $body
-            }
-            DType::BF16 => {
-                type $T = bf16;
-                let $sum = HalfSum;
-                $body
-            }
-            dtype => with_dtype!(dtype, $op, $T,
-                [U8 => u8, U32 => u32, I32 => i32, I64 => i64, F32 => f32, F64 => f64],
-                { let $sum = Sum; $body }),
-        }
-    };
-}
-
 impl<'a> Cufold<'a> {
     fn dim<Di: Dim>(&self, dim: Di, op: &'static str) -> Result<usize> {
         dim.to_index(self.t.shape(), op)
@@ -237,13 +216,18 @@ impl<'a> Cufold<'a> {
     /// ```
     pub fn cumsum<Di: Dim>(&self, dim: Di) -> Result<Tensor> {
         let d = self.dim(dim, "cumsum")?;
-        sum_dtype!(self.t.dtype(), "cumsum", |T, op| self.rows::<T, _>(
-            d,
-            Work::Scan(ScanKind::Inclusive),
-            op,
-            Grad::CumsumInclusive,
-            "cufold-cumsum"
-        ))
+        any_dtype!(
+            self.t.dtype(),
+            "cumsum",
+            T,
+            self.rows::<T, _>(
+                d,
+                Work::Scan(ScanKind::Inclusive),
+                Sum,
+                Grad::CumsumInclusive,
+                "cufold-cumsum"
+            )
+        )
     }
 
     /// The exclusive cumulative sum along `dim`: output `i` sums inputs `0..i` (output 0 is
@@ -257,14 +241,18 @@ impl<'a> Cufold<'a> {
     /// ```
     pub fn cumsum_exclusive<Di: Dim>(&self, dim: Di) -> Result<Tensor> {
         let d = self.dim(dim, "cumsum_exclusive")?;
-        sum_dtype!(self.t.dtype(), "cumsum_exclusive", |T, op| self
-            .rows::<T, _>(
+        any_dtype!(
+            self.t.dtype(),
+            "cumsum_exclusive",
+            T,
+            self.rows::<T, _>(
                 d,
                 Work::Scan(ScanKind::Exclusive),
-                op,
+                Sum,
                 Grad::CumsumExclusive,
                 "cufold-cumsum-exclusive"
-            ))
+            )
+        )
     }
 
     /// The reverse (suffix) cumulative sum along `dim`: output `i` sums inputs `i..`.
@@ -356,13 +344,12 @@ impl<'a> Cufold<'a> {
 
     fn sum_impl<Di: Dim>(&self, dim: Di, keepdim: bool) -> Result<Tensor> {
         let d = self.dim(dim, "sum")?;
-        sum_dtype!(self.t.dtype(), "sum", |T, op| self.reduced::<T, _>(
-            d,
-            op,
-            Grad::Sum,
-            "cufold-sum",
-            keepdim
-        ))
+        any_dtype!(
+            self.t.dtype(),
+            "sum",
+            T,
+            self.reduced::<T, _>(d, Sum, Grad::Sum, "cufold-sum", keepdim)
+        )
     }
 
     /// The maximum along `dim`, kept (NaN propagates; `-0.0` is below `0.0`).

@@ -1,5 +1,5 @@
 //! The operators behind the tensor methods, each with a Rust half and a CUDA half that give
-//! the same bits: sums of f16 and bf16 accumulated in f32, the arg-operators' index as `u32`,
+//! the same bits: the arg-operators' index as `u32`,
 //! means and variances in the element type, and a log-sum-exp whose `exp` and `ln` are
 //! computed by the same arithmetic on the CPU and the GPU.
 //!
@@ -65,66 +65,6 @@ impl Narrow for bf16 {
         format!("cf::down<cf::bf16>((float)({x}))")
     }
 }
-
-/// The sum of f16 or bf16 elements accumulated in f32 and rounded to the element type
-/// once, at the end (as PyTorch sums them); a scan rounds each prefix once.
-///
-/// ```
-/// use cufold_candle::ops::HalfSum;
-/// use half::f16;
-/// // 2048 + 1 + 1: an f16 sum that rounds after each add stays at 2048.
-/// let x = [f16::from_f32(2048.0), f16::ONE, f16::ONE];
-/// assert_eq!(cufold::Cpu::new().reduce(&x, HalfSum)?, f16::from_f32(2050.0));
-/// # Ok::<(), cufold::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HalfSum;
-
-macro_rules! half_sum {
-    ($t:ty) => {
-        impl Operator<$t> for HalfSum {
-            type Acc = f32;
-            type Out = $t;
-            const COMMUTATIVE: bool = true;
-            const EMPTY_IS_ERROR: bool = false;
-            const NAME: &'static str = "HalfSum";
-            fn identity(&self) -> f32 {
-                0.0
-            }
-            fn lift(&self, x: $t, _: u64) -> f32 {
-                x.to_f32()
-            }
-            fn combine(&self, a: f32, b: f32) -> f32 {
-                a + b
-            }
-            fn finish(&self, acc: f32, _: u64) -> $t {
-                <$t>::from_f32(acc)
-            }
-            fn cuda(&self) -> CudaOp {
-                CudaOp {
-                    type_name: format!("cfc::HalfSum<{}>", <$t as DeviceValue>::cuda_name()),
-                    source: HALF_SUM_CUDA.to_string(),
-                }
-            }
-        }
-    };
-}
-half_sum!(f16);
-half_sum!(bf16);
-
-const HALF_SUM_CUDA: &str = r#"#ifndef CFC_HALF_SUM
-#define CFC_HALF_SUM
-namespace cfc {
-template <class T> struct HalfSum {
-    typedef T In; typedef float Acc; typedef T Out;
-    __device__ Acc identity() const { return 0.0f; }
-    __device__ Acc lift(In x, cf::u64) const { return cf::up(x); }
-    __device__ Acc combine(Acc a, Acc b) const { return a + b; }
-    __device__ Out finish(Acc a, cf::u64) const { return cf::down<T>(a); }
-};
-}
-#endif
-"#;
 
 /// The position of the largest (`MAX = true`) or smallest element as a `u32`, the index
 /// type of candle's own `argmax`: NaN wins (the first NaN), ties go to the lowest index.

@@ -291,3 +291,45 @@ fn gradients_on_the_gpu_match_the_cpus() -> R {
     }
     Ok(())
 }
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn calls_can_be_captured_in_a_cuda_graph() -> R {
+    use cufold::cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    // A call that waited for the device, copied to the host or allocated outside the stream
+    // would end the capture with an error.
+    let g = gpu();
+    let Device::Cuda(cd) = &g else { unreachable!() };
+    let x = data(&[64, 5000], DType::F32, 3).to_device(&g)?;
+    let calls = |x: &Tensor| -> candle_core::Result<Vec<Tensor>> {
+        Ok(vec![
+            x.cufold().cumsum(1)?,
+            x.cufold().cumsum_exclusive(1)?,
+            x.cufold().sum_keepdim(1)?,
+            x.cufold().argmax(1)?,
+            x.cufold().log_sum_exp(1)?,
+            x.cufold().var(0)?,
+            x.cufold().max(0)?,
+        ])
+    };
+    let want: Vec<Vec<u64>> = calls(&x)?.iter().map(bits).collect(); // compiles the kernels
+    g.synchronize()?;
+    let stream = cd.cuda_stream();
+    stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .map_err(|e| candle_core::Error::Cuda(Box::new(e)))?;
+    let captured = calls(&x);
+    let graph = stream
+        .end_capture(CUgraphInstantiate_flags(0))
+        .map_err(|e| candle_core::Error::Cuda(Box::new(e)))?;
+    let outs = captured?;
+    let graph = graph.expect("a graph was captured");
+    graph
+        .launch()
+        .map_err(|e| candle_core::Error::Cuda(Box::new(e)))?;
+    g.synchronize()?;
+    for (o, w) in outs.iter().zip(&want) {
+        assert_eq!(&bits(o), w, "a replayed call gives the same bits");
+    }
+    Ok(())
+}

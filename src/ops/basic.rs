@@ -4,7 +4,9 @@ use super::lanes::{arg_best, extreme_key, min_max_keys};
 use super::{device_struct, max2, min2, CudaOp, Operator};
 use crate::element::{Element, WideValue, Widen};
 
-/// The sum, in the element type (f16/bf16 rounded after each add).
+/// The sum, in the element type. f16 and bf16 are added in f32 and the sum is rounded to
+/// the element type once, at the finish (as PyTorch sums them; a scan rounds each prefix
+/// once): [`Element::Calc`].
 ///
 /// **Integers wrap** on overflow, as Rust's `wrapping_add` does (on the CPU and the GPU
 /// alike): `Sum` of `[i32::MAX, 1]` is `i32::MIN`, with no error. That keeps the sum in the
@@ -21,30 +23,31 @@ use crate::element::{Element, WideValue, Widen};
 pub struct Sum;
 
 impl<T: Element> Operator<T> for Sum {
-    type Acc = T;
+    type Acc = T::Calc;
     type Out = T;
     const COMMUTATIVE: bool = true;
     const ORDER_FREE: bool = !T::IS_FLOAT;
     const EMPTY_IS_ERROR: bool = false;
     const NAME: &'static str = "Sum";
-    fn identity(&self) -> T {
-        T::zero()
+    fn identity(&self) -> T::Calc {
+        T::Calc::zero()
     }
-    fn lift(&self, x: T, _: u64) -> T {
-        x
+    fn lift(&self, x: T, _: u64) -> T::Calc {
+        x.to_calc()
     }
-    fn combine(&self, a: T, b: T) -> T {
+    fn combine(&self, a: T::Calc, b: T::Calc) -> T::Calc {
         a.add(b)
     }
-    fn finish(&self, acc: T, _: u64) -> T {
-        acc
+    fn finish(&self, acc: T::Calc, _: u64) -> T {
+        T::from_calc(acc)
     }
     fn cuda(&self) -> CudaOp {
         CudaOp::builtin::<T>("Sum")
     }
 }
 
-/// The product, in the element type (f16/bf16 rounded after each multiply).
+/// The product, in the element type (f16 and bf16 multiplied in f32 and rounded once, at
+/// the finish: [`Element::Calc`]).
 ///
 /// **Integers wrap** on overflow, as Rust's `wrapping_mul` does (on the CPU and the GPU
 /// alike): the result is the true product modulo 2^bits, with no error.
@@ -59,23 +62,23 @@ impl<T: Element> Operator<T> for Sum {
 pub struct Prod;
 
 impl<T: Element> Operator<T> for Prod {
-    type Acc = T;
+    type Acc = T::Calc;
     type Out = T;
     const COMMUTATIVE: bool = true;
     const ORDER_FREE: bool = !T::IS_FLOAT;
     const EMPTY_IS_ERROR: bool = false;
     const NAME: &'static str = "Prod";
-    fn identity(&self) -> T {
-        T::one()
+    fn identity(&self) -> T::Calc {
+        T::Calc::one()
     }
-    fn lift(&self, x: T, _: u64) -> T {
-        x
+    fn lift(&self, x: T, _: u64) -> T::Calc {
+        x.to_calc()
     }
-    fn combine(&self, a: T, b: T) -> T {
+    fn combine(&self, a: T::Calc, b: T::Calc) -> T::Calc {
         a.mul(b)
     }
-    fn finish(&self, acc: T, _: u64) -> T {
-        acc
+    fn finish(&self, acc: T::Calc, _: u64) -> T {
+        T::from_calc(acc)
     }
     fn cuda(&self) -> CudaOp {
         CudaOp::builtin::<T>("Prod")

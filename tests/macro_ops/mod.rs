@@ -275,7 +275,7 @@ impl Welford {
     }
 }
 
-/// f16 sums, rounded after every add as the half crate does.
+/// f16 sums, rounded after every add as the half crate does (`ops::Sum` adds in f32).
 #[cufold::op(identity = f16::ZERO, commutative)]
 pub fn hsum(a: f16, b: f16) -> f16 {
     a + b
