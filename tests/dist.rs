@@ -4,9 +4,10 @@
 
 mod common;
 
-use common::{assert_ranks_agree, canonical_root, data, same, seed, Gen, TreeShape};
+use common::{assert_ranks_agree, canonical_root, data, full_tier, same, seed, Gen, TreeShape};
 use cufold::dist::{ChunkLayout, Collective, CpuRank, LocalGroup};
-use cufold::ops::{Affine, ArgMax, Compose, Div2Mean, MeanVar, Operator, Sum};
+use cufold::monte_carlo::{Draws, MonteCarlo};
+use cufold::ops::{Affine, ArgMax, Compose, Div2Mean, Identity, MeanVar, Operator, Sum};
 use cufold::{Cpu, DeviceValue, ErrorKind, ScanKind};
 use std::time::Duration;
 
@@ -142,6 +143,154 @@ fn scans_have_the_single_device_bits_for_every_layout() {
     check_scan::<f64, _>(MeanVar, "dist_scan_f64_meanvar");
     check_scan::<Affine<f32>, _>(Compose, "dist_scan_affine_compose");
     check_scan::<f32, _>(ArgMax, "dist_scan_f32_argmax");
+}
+
+/// Layouts whose last holding chunk is short and whose last ranks hold nothing (2^20 + 3
+/// over 4 ranks: chunks of 2^19, rank 2 holds 3 elements, rank 3 none): every rank takes
+/// part in every call, with one device's bits; the Monte Carlo estimate too, its chunks
+/// starting anywhere.
+#[test]
+fn short_and_empty_chunks_take_part_in_every_call() {
+    let s = seed("dist_short_chunks");
+    let mc = MonteCarlo::<f32, _>::new(Identity).seed(s);
+    let normal = MonteCarlo::<f64, _>::new(Identity)
+        .seed(s ^ 1)
+        .draws(Draws::Normal);
+    for n in [4097, (1 << 20) + 3, 4103, (1 << 24) + 5] {
+        let x: Vec<f32> = data(n, s ^ n as u64);
+        let want_sum = Cpu::new().reduce(&x, Sum).unwrap();
+        let want_scan = Cpu::new().scan(&x, Sum, ScanKind::Inclusive).unwrap();
+        // 2^24 + 5 samples in the full tier; 2^16 + 5 otherwise (drawing is slow unoptimised).
+        let draws = if n > 1 << 21 && !full_tier() {
+            (1 << 16) + 5
+        } else {
+            n as u64
+        };
+        let want_mc = Cpu::new().monte_carlo(&mc, draws).unwrap();
+        let want_normal = Cpu::new().monte_carlo(&normal, draws).unwrap();
+        for ranks in [3, 4, 5] {
+            let layout = ChunkLayout::new(n as u64, ranks).unwrap();
+            let mc_layout = ChunkLayout::new(draws, ranks).unwrap();
+            let what = format!("n {n}, {layout:?}, Monte Carlo over {mc_layout:?}");
+            let got = on_ranks(LocalGroup::new(ranks), layout, &x, |rank, mine| {
+                let sum = rank.all_reduce(&layout, mine, Sum).unwrap();
+                let root = rank.reduce(ranks - 1, &layout, mine, Sum).unwrap();
+                let scan = rank.scan(&layout, mine, Sum, ScanKind::Inclusive).unwrap();
+                let est = rank.monte_carlo(&mc_layout, &mc).unwrap();
+                let est_normal = rank.monte_carlo(&mc_layout, &normal).unwrap();
+                (sum, root, scan, est, est_normal)
+            });
+            let mut scan = Vec::new();
+            for (r, (sum, root, part, est, est_normal)) in got.into_iter().enumerate() {
+                assert_eq!(sum.to_bits(), want_sum.to_bits(), "{what}, rank {r}");
+                assert_eq!(
+                    root.map(f32::to_bits),
+                    (r == ranks - 1).then_some(want_sum.to_bits())
+                );
+                assert!(
+                    same(&est, &want_mc),
+                    "{what}, rank {r}: {est:?} against {want_mc:?}"
+                );
+                assert!(same(&est_normal, &want_normal), "{what}, rank {r}");
+                scan.extend(part);
+            }
+            assert_eq!(scan.len(), n);
+            assert!(
+                scan.iter()
+                    .zip(&want_scan)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{what}"
+            );
+        }
+    }
+    // The layout of the report: rank 2 short, rank 3 empty, starting at an odd position.
+    let l = ChunkLayout::new((1 << 20) + 3, 4).unwrap();
+    assert_eq!(
+        (l.range(2), l.range(3)),
+        ((1 << 20)..(1 << 20) + 3, (1 << 20) + 3..(1 << 20) + 3)
+    );
+    // Chunks of one or two samples split Philox groups: the CPU draws them all the same.
+    for chunk in [1, 2] {
+        let layout = ChunkLayout::with_chunk(9, 9 / chunk as usize + 1, chunk).unwrap();
+        let got = on_ranks(
+            LocalGroup::new(layout.ranks()),
+            layout,
+            &[0u8; 9],
+            |rank, _| rank.monte_carlo(&layout, &mc).unwrap(),
+        );
+        let want = Cpu::new().monte_carlo(&mc, 9).unwrap();
+        assert!(got.iter().all(|g| same(g, &want)), "chunks of {chunk}");
+    }
+}
+
+/// A reduction to a root that one rank names out of range, or ranks that name different
+/// roots: an error on every rank at once (the root is part of the call's header), never a
+/// wait for the rank that refused.
+#[test]
+fn ranks_that_disagree_on_the_root_are_errors_not_waits() {
+    let x: Vec<u32> = (1..=10).collect();
+    let layout = ChunkLayout::new(10, 3).unwrap();
+    let t = std::time::Instant::now();
+    let got = on_ranks(
+        LocalGroup::with_timeout(3, Duration::from_secs(30)),
+        layout,
+        &x,
+        |rank, mine| {
+            let root = if rank.rank() == 1 { 7 } else { 0 };
+            rank.reduce(root, &layout, mine, Sum)
+        },
+    );
+    assert_eq!(
+        got[1].as_ref().unwrap_err().kind(),
+        ErrorKind::InvalidConfig
+    );
+    for r in [0, 2] {
+        let e = got[r].as_ref().unwrap_err();
+        assert!(e.to_string().contains("rank 1 failed: root 7"), "{e}");
+    }
+    let got = on_ranks(LocalGroup::new(3), layout, &x, |rank, mine| {
+        rank.reduce(rank.rank() % 2, &layout, mine, Sum)
+    });
+    for g in got {
+        let e = g.unwrap_err();
+        assert!(e.to_string().contains("disagree on the call"), "{e}");
+    }
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
+
+/// After a timeout a group is dead: every later call on it is an error at once, saying to
+/// build a new group; a new group of the same ranks works.
+#[test]
+fn a_dead_group_says_so_and_a_new_group_works() {
+    let x: Vec<f32> = vec![1.0; 64];
+    let layout = ChunkLayout::new(64, 3).unwrap();
+    let got = on_ranks(
+        LocalGroup::with_timeout(3, Duration::from_millis(200)),
+        layout,
+        &x,
+        |rank, mine| {
+            if rank.rank() == 2 {
+                return None; // never comes to the first call
+            }
+            let first = rank.all_reduce(&layout, mine, Sum).unwrap_err();
+            let t = std::time::Instant::now();
+            let again = rank.all_reduce(&layout, mine, Sum).unwrap_err();
+            assert!(t.elapsed() < Duration::from_millis(100));
+            Some((first, again, rank.collective().is_dead()))
+        },
+    );
+    for g in got.into_iter().take(2) {
+        let (first, again, dead) = g.unwrap();
+        assert_eq!(first.kind(), ErrorKind::Collective);
+        assert!(first.to_string().contains("build a new group"), "{first}");
+        assert!(again.to_string().contains("(rank 2)"), "{again}");
+        assert!(dead);
+    }
+    let got = on_ranks(LocalGroup::new(3), layout, &x, |rank, mine| {
+        assert!(!rank.collective().is_dead());
+        rank.all_reduce(&layout, mine, Sum).unwrap()
+    });
+    assert_eq!(got, [64.0; 3]);
 }
 
 #[test]

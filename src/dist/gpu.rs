@@ -2,8 +2,8 @@
 //! stream) and a [`Collective`] to the other ranks.
 
 use super::{
-    carry, check_root, chunk_node, exchange, fnv, join_nodes, ChunkLayout, Collective,
-    CALL_MONTE_CARLO, CALL_REDUCE, CALL_SCAN_EXCLUSIVE, CALL_SCAN_INCLUSIVE,
+    carry, check_root, chunk_node, exchange, join_nodes, mc_call, refuse, root_call, ChunkLayout,
+    Collective, CALL_REDUCE, CALL_SCAN_EXCLUSIVE, CALL_SCAN_INCLUSIVE,
 };
 use crate::element::DeviceValue;
 #[cfg(doc)]
@@ -232,11 +232,24 @@ impl<C: Collective> GpuRank<C> {
         local: &impl DevicePtr<T>,
         op: O,
     ) -> Result<O::Out> {
+        self.reduce_call(CALL_REDUCE, Ok(()), layout, local, op)
+    }
+
+    /// A reduction on every rank, as the call `call`; `ready` is this rank's own problem
+    /// with the call, told to the others in the header.
+    fn reduce_call<T: DeviceValue, O: Operator<T>>(
+        &self,
+        call: u64,
+        ready: Result<()>,
+        layout: &ChunkLayout,
+        local: &impl DevicePtr<T>,
+        op: O,
+    ) -> Result<O::Out> {
         let n = local.len() as u64;
         let first = layout.range(self.rank()).start;
         // The kernel first, so that a failure is told to the other ranks in the header.
-        let reducer = self.gpu.memo_reducer(Tree { op, first });
-        let (nodes, _) = exchange(&self.comm, CALL_REDUCE, layout, n, &op, reducer, |r| {
+        let reducer = ready.and_then(|()| self.gpu.memo_reducer(Tree { op, first }));
+        let (nodes, _) = exchange(&self.comm, call, layout, n, &op, reducer, |r| {
             if n == 0 {
                 return Ok(None);
             }
@@ -264,8 +277,8 @@ impl<C: Collective> GpuRank<C> {
         local: &impl DevicePtr<T>,
         op: O,
     ) -> Result<Option<O::Out>> {
-        check_root(root, &self.comm)?;
-        let out = self.all_reduce(layout, local, op)?;
+        let ready = check_root(root, &self.comm);
+        let out = self.reduce_call(root_call(root), ready, layout, local, op)?;
         Ok((self.rank() == root).then_some(out))
     }
 
@@ -393,11 +406,7 @@ impl<C: Collective> GpuRank<C> {
         let range = layout.range(self.rank());
         let n = range.end - range.start;
         let op: Mapped<F, O> = mc.operator();
-        let call = fnv(&[
-            &CALL_MONTE_CARLO.to_le_bytes(),
-            &mc.get_seed().to_le_bytes(),
-            format!("{:?}", mc.get_draws()).as_bytes(),
-        ]);
+        let call = mc_call(mc);
         let est = ChunkEstimator::new(&self.gpu, mc, range.start, layout.len());
         let (nodes, _) = exchange(&self.comm, call, layout, n, &op, est, |est| {
             if n == 0 {
@@ -428,7 +437,17 @@ impl<C: Collective> GpuRank<C> {
         op: O,
         kind: ScanKind,
     ) -> Result<CudaSlice<O::Out>> {
-        let mut out = self.gpu.alloc::<O::Out>(local.len())?;
+        let mut out = match self.gpu.alloc::<O::Out>(local.len()) {
+            Ok(out) => out,
+            Err(e) => {
+                let call = match kind {
+                    ScanKind::Inclusive => CALL_SCAN_INCLUSIVE,
+                    ScanKind::Exclusive => CALL_SCAN_EXCLUSIVE,
+                };
+                let n = local.len() as u64;
+                return Err(refuse(&self.comm, call, layout, n, &op, e));
+            }
+        };
         self.scan_into(layout, local, &mut out, op, kind)?;
         Ok(out)
     }

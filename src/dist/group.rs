@@ -10,8 +10,14 @@ use std::time::Duration;
 /// same calls in the same order.
 ///
 /// An implementation must never hang for ever: a rank that does not join within its time
-/// limit makes the call an [`ErrorKind::Collective`] error on the ranks that did (and on
-/// later calls), with a message that says which ranks were missing.
+/// limit (or that dies) makes the call an [`ErrorKind::Collective`] error on the ranks that
+/// did, with a message that says which ranks were missing. Such a group is dead: later calls
+/// fail at once, and the ranks that go on build a new group. Errors that every rank sees
+/// alike (ranks that sent different sizes) leave it usable.
+///
+/// Implementations: [`LocalGroup`] (threads of one process), [`TcpGroup`](super::TcpGroup)
+/// (processes, over TCP, found through a [`Launch`](super::Launch) rendezvous) and
+/// `NcclGroup` (NCCL between devices; cufold's `nccl` feature).
 ///
 /// ```
 /// use cufold::dist::{Collective, LocalGroup};
@@ -108,6 +114,28 @@ impl LocalGroup {
     }
 }
 
+impl LocalGroup {
+    /// Whether the group is dead: a call timed out (a rank did not join it), so every call
+    /// from now on, on every rank, fails at once. A caller goes on with a new group
+    /// ([`LocalGroup::new`]) for the ranks that remain; a group whose calls only failed (ranks
+    /// that disagreed, a rank's own error) stays alive.
+    ///
+    /// ```
+    /// use cufold::dist::{Collective, LocalGroup};
+    /// use std::time::Duration;
+    /// let ranks = LocalGroup::with_timeout(2, Duration::from_millis(20));
+    /// assert!(!ranks[0].is_dead());
+    /// assert!(ranks[0].all_gather(&[1]).is_err()); // rank 1 never joins
+    /// assert!(ranks[0].is_dead() && ranks[1].is_dead());
+    /// let fresh = LocalGroup::new(2); // what the ranks go on with
+    /// assert!(!fresh[0].is_dead());
+    /// ```
+    pub fn is_dead(&self) -> bool {
+        let st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.broken.is_some()
+    }
+}
+
 fn broken(why: &str) -> Error {
     Error::new(ErrorKind::Collective, why.to_string())
 }
@@ -153,7 +181,8 @@ impl Collective for LocalGroup {
                     .collect();
                 let why = format!(
                     "{} of {} ranks did not join a collective call within {:?} ({}); the \
-                     group is unusable from now on",
+                     group is dead: every later call on it fails at once, so build a new \
+                     group (LocalGroup::new) for the ranks that go on",
                     missing.len(),
                     sh.ranks,
                     sh.timeout,

@@ -61,19 +61,22 @@ mod group;
 mod layout;
 #[cfg(feature = "nccl")]
 mod nccl;
+mod tcp;
 
 pub use gpu::GpuRank;
 pub(crate) use gpu::Tree;
 pub use group::{Collective, LocalGroup};
 pub use layout::ChunkLayout;
+pub use tcp::{Launch, Rendezvous, TcpGroup};
 #[cfg(feature = "nccl")]
 pub use nccl::{NcclGroup, NcclId};
 
 use crate::cpu::Cpu;
 use crate::element::DeviceValue;
 use crate::error::{Error, ErrorKind, Result};
+use crate::monte_carlo::{check_sample, check_samples, MonteCarlo, Sample};
 use crate::ops::check::{check_empty, check_scan_lengths, check_scannable};
-use crate::ops::{short_type_name, Operator};
+use crate::ops::{short_type_name, Mapped, Operator, Transform};
 use crate::scan::cpu::{scan_run, Lift};
 use crate::scan::ScanKind;
 use crate::tree::{fold_full, fold_levels, Leaves};
@@ -286,6 +289,25 @@ const CALL_REDUCE: u64 = 1;
 const CALL_SCAN_INCLUSIVE: u64 = 2;
 const CALL_SCAN_EXCLUSIVE: u64 = 3;
 const CALL_MONTE_CARLO: u64 = 4;
+const CALL_REDUCE_ROOT: u64 = 5;
+
+/// The call word of a reduction to `root`: ranks that name other roots disagree on the call.
+pub(crate) fn root_call(root: usize) -> u64 {
+    fnv(&[
+        &CALL_REDUCE_ROOT.to_le_bytes(),
+        &(root as u64).to_le_bytes(),
+    ])
+}
+
+/// The call word of a distributed Monte Carlo run: its seed and kind of draws (the operator
+/// and the sample type are in the header's operator word).
+pub(crate) fn mc_call<S, F, O>(mc: &MonteCarlo<S, F, O>) -> u64 {
+    fnv(&[
+        &CALL_MONTE_CARLO.to_le_bytes(),
+        &mc.get_seed().to_le_bytes(),
+        format!("{:?}", mc.get_draws()).as_bytes(),
+    ])
+}
 
 /// One rank of a distributed reduction or scan on the CPU backend: a [`Cpu`] for its chunk
 /// and a [`Collective`] to the other ranks.
@@ -391,9 +413,59 @@ impl<C: Collective> CpuRank<C> {
         local: &[T],
         op: O,
     ) -> Result<Option<O::Out>> {
-        check_root(root, &self.comm)?;
-        let out = self.all_reduce(layout, local, op)?;
-        Ok((self.rank() == root).then_some(out))
+        let ready = check_root(root, &self.comm);
+        let nodes = self.exchange(root_call(root), layout, local, &op, ready)?;
+        check_empty::<T, O>(layout.len())?;
+        Ok((self.rank() == root).then(|| op.finish(join_nodes(&op, &nodes), layout.len())))
+    }
+
+    /// A fused Monte Carlo estimate ([`Cpu::monte_carlo`]) of `layout.len()` samples spread
+    /// over the ranks: rank `r` draws samples `layout.range(r)` of `mc`'s run (the same
+    /// Philox draws one device would, at their global sample numbers), reduces them to its
+    /// chunk's node, and every rank gets the estimate, with the bits of [`Cpu::monte_carlo`]
+    /// (and of one GPU's, as that promises) for the same `mc` and sample count. Any layout:
+    /// chunks may be short or empty.
+    ///
+    /// Errors as [`CpuRank::all_reduce`]'s (ranks that disagree on the seed or the kind of
+    /// draws disagree on the call), and a run past the samples one run can draw.
+    ///
+    /// ```
+    /// use cufold::dist::{ChunkLayout, CpuRank, LocalGroup};
+    /// use cufold::monte_carlo::MonteCarlo;
+    /// use cufold::ops::Identity;
+    /// let rank = CpuRank::new(cufold::Cpu::new(), LocalGroup::new(1).pop().unwrap());
+    /// let mc = MonteCarlo::<f32, _>::new(Identity).seed(7);
+    /// let est = rank.monte_carlo(&ChunkLayout::new(1000, 1)?, &mc)?;
+    /// assert_eq!(est, cufold::Cpu::new().monte_carlo(&mc, 1000)?); // the same bits
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn monte_carlo<S: Sample, F: Transform<S>, O: Operator<F::Out>>(
+        &self,
+        layout: &ChunkLayout,
+        mc: &MonteCarlo<S, F, O>,
+    ) -> Result<O::Out> {
+        let range = layout.range(self.rank());
+        let n = range.end - range.start;
+        let op: Mapped<F, O> = mc.operator();
+        let ready = check_sample::<S>()
+            .and(check_samples::<S>(0, layout.len()))
+            .and_then(|()| {
+                usize::try_from(n).map_err(|_| {
+                    Error::new(
+                        ErrorKind::TooLarge,
+                        format!("{n} samples: more than this machine's usize counts"),
+                    )
+                })
+            });
+        let (nodes, _) = exchange(&self.comm, mc_call(mc), layout, n, &op, ready, |&count| {
+            if count == 0 {
+                return Ok(None);
+            }
+            let tree = crate::monte_carlo::cpu::chunk_tree(&self.cpu, mc, range.start, count);
+            Ok(chunk_node(&op, layout, n, tree))
+        })?;
+        check_empty::<S, Mapped<F, O>>(layout.len())?;
+        Ok(op.finish(join_nodes(&op, &nodes), layout.len()))
     }
 
     /// This rank's part of the scan of the global array: output `i` of `local` is the
@@ -583,6 +655,23 @@ pub(crate) fn exchange<C: Collective, T: DeviceValue, O: Operator<T>, P>(
     }
     debug_assert_eq!(nodes.len(), layout.holders());
     Ok((nodes, prepared))
+}
+
+/// Takes part in a call this rank cannot make (`why`, such as a failed allocation before
+/// it): the other ranks hear of it in the header instead of waiting for this rank; `why`
+/// comes back.
+pub(crate) fn refuse<C: Collective, T: DeviceValue, O: Operator<T>>(
+    comm: &C,
+    call: u64,
+    layout: &ChunkLayout,
+    local: u64,
+    op: &O,
+    why: Error,
+) -> Error {
+    match exchange::<C, T, O, ()>(comm, call, layout, local, op, Err(why), |_| Ok(None)) {
+        Err(e) => e,
+        Ok(_) => unreachable!("a refused call goes no further than its header"),
+    }
 }
 
 /// The status byte before each rank's node: it holds one, panicked, failed (0: it holds

@@ -11,18 +11,20 @@ use crate::tree::Leaves;
 /// Samples per group: four, as on the GPU (every group takes whole Philox blocks).
 const GROUP: usize = 4;
 
-/// The lifted samples of a run: position `i` is `lift(map(sample i), i)`.
+/// The lifted samples of a run, or of a rank's chunk of one (samples `first .. first + n`,
+/// any `first`): position `i` is `lift(map(sample first + i), first + i)`.
 struct Samples<'a, S, F, O> {
     mc: &'a MonteCarlo<S, F, O>,
+    first: u64,
     n: usize,
 }
 
 impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Samples<'_, S, F, O> {
-    /// The `GROUP * S::DIMS` draws of the group of samples starting at `i` (a multiple of
-    /// GROUP), into `v`.
-    fn draws(&self, i: usize, v: &mut [S::Scalar]) {
+    /// The `GROUP * S::DIMS` draws of the group of samples starting at global sample `i` (a
+    /// multiple of GROUP), into `v`.
+    fn draws(&self, i: u64, v: &mut [S::Scalar]) {
         let per = <S::Scalar as DrawScalar>::PER_BLOCK;
-        let first = (i as u64) * S::DIMS as u64 / per as u64;
+        let first = i * S::DIMS as u64 / per as u64;
         for (b, chunk) in v.chunks_mut(per).enumerate() {
             let block = crate::random::block(self.mc.get_seed(), first + b as u64, 0);
             for k in (0..per).step_by(2) {
@@ -49,17 +51,19 @@ impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> Leaves<S, Mapped<F, O>>
     fn fill(&self, op: &Mapped<F, O>, lo: usize, hi: usize, out: &mut Vec<O::Acc>) {
         let d = S::DIMS;
         let mut v = vec![<S::Scalar as crate::element::Real>::HALF; GROUP * d];
-        let mut g = lo - lo % GROUP;
+        // Global sample numbers: a chunk may start inside a group (of a distributed run).
+        let (lo, hi) = (self.first + lo as u64, self.first + hi as u64);
+        let mut g = lo - lo % GROUP as u64;
         while g < hi {
             self.draws(g, &mut v);
             for s in 0..GROUP {
-                let i = g + s;
+                let i = g + s as u64;
                 if i >= lo && i < hi {
                     let sample = S::from_draws(&v[s * d..(s + 1) * d]);
-                    out.push(op.lift(sample, i as u64));
+                    out.push(op.lift(sample, i));
                 }
             }
-            g += GROUP;
+            g += GROUP as u64;
         }
     }
 }
@@ -97,7 +101,26 @@ impl Cpu {
             )
         })?;
         let op = mc.operator();
-        let acc = self.tree(&op, &Samples { mc, n: count });
+        let acc = self.tree(
+            &op,
+            &Samples {
+                mc,
+                first: 0,
+                n: count,
+            },
+        );
         Ok(op.finish(acc, n))
     }
+}
+
+/// The unfinished tree over samples `first .. first + n` of `mc`'s run (n > 0; a rank's
+/// chunk of a distributed estimate, `dist`), each lifted at its global sample number; the
+/// caller checks the run's size.
+pub(crate) fn chunk_tree<S: Sample, F: Transform<S>, O: Operator<F::Out>>(
+    cpu: &Cpu,
+    mc: &MonteCarlo<S, F, O>,
+    first: u64,
+    n: usize,
+) -> O::Acc {
+    cpu.tree(&mc.operator(), &Samples { mc, first, n })
 }

@@ -338,18 +338,19 @@ pub(crate) struct ChunkEstimator<S, F, O> {
 }
 
 impl<S: Sample, F: Transform<S>, O: Operator<F::Out>> ChunkEstimator<S, F, O> {
-    /// The kernel for `mc`'s samples from `first` on (a multiple of 4: whole Philox blocks)
-    /// of a run of `total` samples (checked here, the same on every rank).
+    /// The kernel for `mc`'s samples from `first` on of a run of `total` samples (checked
+    /// here, the same on every rank). A chunk that holds samples starts at a multiple of 4
+    /// (whole Philox blocks; it may end anywhere); an empty one starts at `total`, anything.
     pub(crate) fn new(gpu: &Gpu, mc: &MonteCarlo<S, F, O>, first: u64, total: u64) -> Result<Self> {
         check_sample::<S>()?;
         check_samples::<S>(0, total)?;
-        if first % 4 != 0 {
+        if first % 4 != 0 && first < total {
             return Err(Error::new(
                 ErrorKind::InvalidConfig,
                 format!(
-                    "a rank's Monte Carlo samples start at {first}: chunks of a distributed \
-                     estimate take whole Philox blocks, so they must hold a multiple of 4 \
-                     samples (take at least 4 samples per rank)"
+                    "a rank's Monte Carlo samples start at {first}: on the GPU, a chunk of a \
+                     distributed estimate starts at a whole Philox block, a multiple of 4 \
+                     samples (a layout with chunks of at least 4 samples)"
                 ),
             ));
         }

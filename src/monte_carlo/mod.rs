@@ -27,7 +27,7 @@
 //! # Ok::<(), cufold::Error>(())
 //! ```
 
-mod cpu;
+pub(crate) mod cpu;
 pub(crate) mod gpu;
 
 pub use gpu::{compile_kernel, kernel_source, Integrator};
