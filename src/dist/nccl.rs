@@ -53,6 +53,21 @@ impl NcclId {
         self.0.internal.map(|c| c as u8)
     }
 
+    /// The group identity, shared through `comm`: rank 0 makes it ([`NcclId::new`]) and
+    /// every rank of `comm` gets it, for example a [`TcpGroup`](super::TcpGroup) that the
+    /// processes of a job joined ([`NcclGroup::join`] does this and builds the group). A
+    /// rank 0 that cannot make one (no libnccl) is an error on every rank, with its reason.
+    ///
+    /// ```no_run
+    /// use cufold::dist::{Launch, NcclId, TcpGroup};
+    /// let tcp = TcpGroup::join(&Launch::from_env()?)?;
+    /// let id = NcclId::share(&tcp)?; // the same on every rank
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn share(comm: &impl Collective) -> Result<NcclId> {
+        share_id(comm, || NcclId::new().map(|id| id.to_bytes())).map(NcclId::from_bytes)
+    }
+
     /// The identity another rank made, from its bytes.
     ///
     /// ```
@@ -73,7 +88,13 @@ impl NcclId {
 /// Calls never hang for ever: each waits at most the group's time limit (60 s unless
 /// [`NcclGroup::with_timeout`]) for its exchange, polling NCCL's asynchronous error, and
 /// past it aborts the communicator (`ncclCommAbort`) and returns an
-/// [`ErrorKind::Collective`] error; the group is unusable from then on. Every rank must
+/// [`ErrorKind::Collective`] error; the group is dead from then on ([`NcclGroup::is_dead`]):
+/// the ranks that go on build a new one. [`NcclGroup::new`] and [`NcclGroup::join`] make a
+/// non-blocking communicator and wait at most the time limit for every rank to join (a rank
+/// that never comes is an error, not a hang); dropping a group finalizes and destroys its
+/// communicator, which waits for the other ranks, at most the time limit, then aborts it,
+/// and NCCL's own teardown, which can wait for the machine's other ranks to abort too, is
+/// left on a thread of its own past that, so a drop never hangs either. Every rank must
 /// send as many bytes to each all-gather (NCCL cannot tell): cufold's calls do, their
 /// sizes fixed by the header exchange that precedes every node exchange.
 ///
@@ -110,6 +131,8 @@ pub struct NcclGroup {
     rank: usize,
     ranks: usize,
     timeout: Duration,
+    /// Made by ncclCommInitAll (blocking) rather than non-blocking.
+    blocking: bool,
     broken: Mutex<Option<String>>,
 }
 
@@ -126,6 +149,144 @@ impl std::fmt::Debug for NcclGroup {
             .field("timeout", &self.timeout)
             .finish()
     }
+}
+
+/// The bytes of an id that rank 0 makes with `make`, on every rank of `comm`: one
+/// all-gather of a status byte, the id and rank 0's error message if it failed.
+fn share_id(comm: &impl Collective, make: impl FnOnce() -> Result<[u8; 128]>) -> Result<[u8; 128]> {
+    const MSG: usize = 512;
+    let mut mine = vec![0u8; 1 + 128 + MSG];
+    let made = if comm.rank() == 0 { Some(make()) } else { None };
+    match &made {
+        Some(Ok(id)) => {
+            mine[0] = 1;
+            mine[1..129].copy_from_slice(id);
+        }
+        Some(Err(e)) => {
+            let msg = e.to_string();
+            let mut cut = msg.len().min(MSG);
+            while !msg.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            mine[0] = 2;
+            mine[129..129 + cut].copy_from_slice(&msg.as_bytes()[..cut]);
+        }
+        None => {}
+    }
+    let all = comm.all_gather(&mine)?;
+    if let Some(Err(e)) = made {
+        return Err(e);
+    }
+    let root = &all[..mine.len()];
+    match root[0] {
+        1 => Ok(root[1..129].try_into().unwrap()),
+        2 => Err(Error::new(
+            ErrorKind::Collective,
+            format!(
+                "rank 0 could not make the NCCL group's id: {}",
+                String::from_utf8_lossy(&root[129..]).trim_end_matches('\0')
+            ),
+        )),
+        _ => Err(Error::new(
+            ErrorKind::Collective,
+            "rank 0 sent no NCCL group id".to_string(),
+        )),
+    }
+}
+
+/// NCCL's communicator configuration as of 2.17 (`ncclConfig_v21700`), the oldest layout
+/// NCCL accepts with a `size` and `version` of its own: whatever NCCL is loaded reads the
+/// fields it knows from these, the rest at their defaults, whichever version cudarc's
+/// bindings were generated for.
+#[repr(C)]
+struct Config {
+    size: usize,
+    magic: u32,
+    version: u32,
+    blocking: i32,
+    cga_cluster_size: i32,
+    min_ctas: i32,
+    max_ctas: i32,
+    net_name: *const std::ffi::c_char,
+    split_share: i32,
+}
+
+/// NCCL_CONFIG_UNDEF_INT: the field at NCCL's default.
+const UNDEF: i32 = i32::MIN;
+
+impl Config {
+    /// A non-blocking communicator: its calls return at once (`ncclInProgress`), and a
+    /// caller polls `ncclCommGetAsyncError`, so every wait has a time limit here.
+    fn non_blocking() -> Config {
+        Config {
+            size: std::mem::size_of::<Config>(),
+            magic: 0xcafe_beef,
+            version: 2 * 10000 + 17 * 100, // NCCL_VERSION(2, 17, 0)
+            blocking: 0,
+            cga_cluster_size: UNDEF,
+            min_ctas: UNDEF,
+            max_ctas: UNDEF,
+            net_name: std::ptr::null(),
+            split_share: UNDEF,
+        }
+    }
+}
+
+/// A communicator pointer, to abort or destroy on another thread.
+struct Comm(sys::ncclComm_t);
+// SAFETY: NCCL communicators may be used from any thread; this one is used by one at a time.
+unsafe impl Send for Comm {}
+
+/// Waits until `comm`'s pending operation completes (its asynchronous state leaves
+/// `ncclInProgress`), at most until `deadline`: `Ok` on success, the error NCCL reported,
+/// or `Err(None)` past the deadline.
+fn wait_ready(
+    comm: sys::ncclComm_t,
+    deadline: Instant,
+) -> std::result::Result<(), Option<sys::ncclResult_t>> {
+    let mut pause = Duration::from_micros(1);
+    loop {
+        let mut state = sys::ncclResult_t::ncclSuccess;
+        // SAFETY: the communicator is live; `state` receives its asynchronous state.
+        let r = unsafe { sys::ncclCommGetAsyncError(comm, &mut state) };
+        if r != sys::ncclResult_t::ncclSuccess {
+            return Err(Some(r));
+        }
+        match state {
+            sys::ncclResult_t::ncclSuccess => return Ok(()),
+            sys::ncclResult_t::ncclInProgress => {}
+            e => return Err(Some(e)),
+        }
+        if Instant::now() >= deadline {
+            return Err(None);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(1));
+    }
+}
+
+/// Runs `f` on a thread of its own and waits for it at most `limit`: NCCL's abort and
+/// destroy can wait for the other ranks of the machine to do the same, which a dead rank
+/// never does. Past the limit the thread is left to NCCL (it ends with the process).
+fn bounded(limit: Duration, f: impl FnOnce() + Send + 'static) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("cufold-nccl-teardown".into())
+        .spawn(move || {
+            f();
+            let _ = tx.send(());
+        });
+    spawned.is_ok() && rx.recv_timeout(limit).is_ok()
+}
+
+/// Aborts `comm` (NCCL's `ncclCommAbort`, which stops its kernels), waiting at most `limit`.
+fn abort_bounded(comm: sys::ncclComm_t, limit: Duration) -> bool {
+    let c = Comm(comm);
+    bounded(limit, move || {
+        let c = c;
+        // SAFETY: the communicator is not used after this.
+        let _ = unsafe { nccl::comm_abort(c.0) };
+    })
 }
 
 /// Checks that libnccl can be loaded, so that cudarc (which panics when it cannot find it)
@@ -155,6 +316,16 @@ impl NcclGroup {
         ranks: usize,
         id: &NcclId,
     ) -> Result<NcclGroup> {
+        NcclGroup::init(stream, rank, ranks, id, Duration::from_secs(60))
+    }
+
+    fn init(
+        stream: &Arc<CudaStream>,
+        rank: usize,
+        ranks: usize,
+        id: &NcclId,
+        timeout: Duration,
+    ) -> Result<NcclGroup> {
         probe_nccl()?;
         if rank >= ranks {
             return Err(Error::new(
@@ -167,10 +338,69 @@ impl NcclGroup {
             .bind_to_thread()
             .map_err(|e| Error::driver("binding the rank's device", e))?;
         let mut comm = std::ptr::null_mut();
-        // SAFETY: `comm` receives the communicator; the id is one ncclGetUniqueId made.
-        unsafe { nccl::comm_init_rank(&mut comm, ranks as i32, id.0, rank as i32) }
-            .map_err(|e| nccl_error("joining the group", e))?;
-        Ok(NcclGroup::from_comm(comm, stream, rank, ranks))
+        let mut config = Config::non_blocking();
+        // SAFETY: `comm` receives the communicator; the id is one ncclGetUniqueId made;
+        // `config` is an ncclConfig_t of NCCL 2.17's layout, its size and version set.
+        let r = unsafe {
+            nccl::comm_init_rank_config(
+                &mut comm,
+                ranks as i32,
+                id.0,
+                rank as i32,
+                (&mut config as *mut Config).cast(),
+            )
+        };
+        if let Err(e) = r {
+            if !comm.is_null() {
+                abort_bounded(comm, timeout);
+            }
+            return Err(nccl_error("joining the group", e));
+        }
+        // Every rank must join: wait for the others at most the time limit.
+        match wait_ready(comm, Instant::now() + timeout) {
+            Ok(()) => {
+                let mut g = NcclGroup::from_comm(comm, stream, rank, ranks);
+                g.blocking = false;
+                Ok(g.with_timeout(timeout))
+            }
+            Err(e) => {
+                abort_bounded(comm, timeout);
+                Err(Error::new(
+                    ErrorKind::Collective,
+                    match e {
+                        Some(e) => format!("NCCL, joining the group: {e:?}"),
+                        None => format!(
+                            "rank {rank} of {ranks}: the other ranks did not join the NCCL \
+                             group within {timeout:?} (the group was aborted)"
+                        ),
+                    },
+                ))
+            }
+        }
+    }
+
+    /// Rank `comm.rank()` of an NCCL group of `comm.ranks()`, its id shared through `comm`
+    /// ([`NcclId::share`]; for example a [`TcpGroup`](super::TcpGroup) of the job's
+    /// processes), on `stream`, waiting at most `timeout` in each call (and for the ranks to
+    /// join). The form for one process per GPU.
+    ///
+    /// ```no_run
+    /// use cufold::dist::{GpuRank, Launch, NcclGroup, TcpGroup};
+    /// use std::time::Duration;
+    /// let launch = Launch::from_env()?; // RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, ...
+    /// let gpu = cufold::Gpu::open(launch.local_rank)?;
+    /// let tcp = TcpGroup::join(&launch)?;
+    /// let nccl = NcclGroup::join(gpu.stream(), &tcp, Duration::from_secs(60))?;
+    /// let rank = GpuRank::new(gpu, nccl);
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn join(
+        stream: &Arc<CudaStream>,
+        comm: &impl Collective,
+        timeout: Duration,
+    ) -> Result<NcclGroup> {
+        let id = NcclId::share(comm)?;
+        NcclGroup::init(stream, comm.rank(), comm.ranks(), &id, timeout)
     }
 
     /// A group of one rank per stream, all in this process (NCCL's `ncclCommInitAll`): rank
@@ -225,6 +455,7 @@ impl NcclGroup {
             rank,
             ranks,
             timeout: Duration::from_secs(60),
+            blocking: true,
             broken: Mutex::new(None),
         }
     }
@@ -243,12 +474,28 @@ impl NcclGroup {
         self
     }
 
+    /// Whether the group is dead: a call timed out or NCCL reported an error, and the
+    /// communicator was aborted, so every call from now on fails at once. The ranks that go
+    /// on build a new group (a new [`NcclId`]).
+    ///
+    /// ```no_run
+    /// let gpu = cufold::Gpu::open(0)?;
+    /// let g = cufold::dist::NcclGroup::for_streams(&[gpu.stream().clone()])?;
+    /// assert!(!g[0].is_dead());
+    /// # Ok::<(), cufold::Error>(())
+    /// ```
+    pub fn is_dead(&self) -> bool {
+        self.broken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     /// Marks the group unusable and aborts its communicator.
     fn abort(&self, why: String) -> Error {
         let mut broken = self.broken.lock().unwrap_or_else(|p| p.into_inner());
         if broken.is_none() {
-            // SAFETY: the communicator is this group's, not destroyed yet.
-            let _ = unsafe { nccl::comm_abort(self.comm) };
+            abort_bounded(self.comm, self.timeout.min(Duration::from_secs(10)));
             *broken = Some(why.clone());
         }
         Error::new(ErrorKind::Collective, why)
@@ -284,6 +531,20 @@ impl NcclGroup {
             }
             .map_err(|e| format!("NCCL all-gather: {:?}", e.0))?;
         }
+        let start = Instant::now();
+        if !self.blocking {
+            // A non-blocking communicator enqueues the exchange once its state leaves
+            // ncclInProgress (connecting to the other ranks on a first call): wait for that,
+            // within the time limit, before anything after it on the stream.
+            wait_ready(self.comm, start + self.timeout).map_err(|e| match e {
+                Some(e) => format!("NCCL reported {e:?} starting an all-gather"),
+                None => format!(
+                    "an all-gather of rank {} of {} did not start within {:?}: a rank did not \
+                     join the call",
+                    self.rank, self.ranks, self.timeout
+                ),
+            })?;
+        }
         // SAFETY: the pinned buffer is written by the copy below before it is read.
         let mut host = unsafe {
             stream
@@ -297,7 +558,6 @@ impl NcclGroup {
         let done = stream
             .record_event(None)
             .map_err(drv("recording an event"))?;
-        let start = Instant::now();
         let mut pause = Duration::from_micros(1);
         loop {
             match done.try_is_complete() {
@@ -358,11 +618,103 @@ impl Collective for NcclGroup {
 }
 
 impl Drop for NcclGroup {
+    /// Finalizes and destroys the communicator, which waits for the other ranks to do the
+    /// same: at most the time limit, then it is aborted (an aborted group is not touched).
+    /// Past that NCCL's own teardown is left on a thread of its own, so a drop never hangs.
     fn drop(&mut self) {
         let broken = self.broken.get_mut().map_or(true, |b| b.is_some());
-        if !broken {
-            // SAFETY: the communicator is this group's and is not used after this.
-            let _ = unsafe { nccl::comm_destroy(self.comm) };
+        if broken {
+            return;
         }
+        let (comm, blocking, limit) = (Comm(self.comm), self.blocking, self.timeout);
+        bounded(limit + Duration::from_secs(1), move || {
+            let comm = comm;
+            // SAFETY (all three calls): the communicator is this group's and is not used
+            // after this.
+            if blocking {
+                // ncclCommInitAll's communicators, all in this process: destroyed as before.
+                let _ = unsafe { nccl::comm_destroy(comm.0) };
+                return;
+            }
+            let deadline = Instant::now() + limit;
+            let finalized = unsafe { nccl::comm_finalize(comm.0) }.is_ok()
+                && wait_ready(comm.0, deadline).is_ok();
+            if finalized {
+                let _ = unsafe { nccl::comm_destroy(comm.0) };
+            } else {
+                let _ = unsafe { nccl::comm_abort(comm.0) };
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dist::LocalGroup;
+
+    #[test]
+    fn the_config_has_nccl_2_17s_layout() {
+        // ncclConfig_v21700 on a 64-bit machine: size_t, two unsigned, four int, a pointer,
+        // an int.
+        assert_eq!(std::mem::size_of::<Config>(), 48);
+        assert_eq!(std::mem::offset_of!(Config, blocking), 16);
+        assert_eq!(std::mem::offset_of!(Config, net_name), 32);
+        assert_eq!(std::mem::offset_of!(Config, split_share), 40);
+        let c = Config::non_blocking();
+        assert_eq!(
+            (c.size, c.magic, c.version, c.blocking),
+            (48, 0xcafebeef, 21700, 0)
+        );
+    }
+
+    fn on_ranks<R: Send>(ranks: usize, f: impl Fn(LocalGroup) -> R + Sync) -> Vec<R> {
+        std::thread::scope(|s| {
+            let f = &f;
+            let hs: Vec<_> = LocalGroup::new(ranks)
+                .into_iter()
+                .map(|c| s.spawn(move || f(c)))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    #[test]
+    fn rank_0s_id_reaches_every_rank() {
+        let got = on_ranks(3, |c| {
+            share_id(&c, || Ok(std::array::from_fn(|i| i as u8))).unwrap()
+        });
+        assert!(got
+            .iter()
+            .all(|id| id[..] == (0..128).collect::<Vec<u8>>()[..]));
+    }
+
+    #[test]
+    fn rank_0s_failure_reaches_every_rank() {
+        let got = on_ranks(3, |c| {
+            share_id(&c, || {
+                Err(Error::new(ErrorKind::NoCuda, "no libnccl here".to_string()))
+            })
+            .unwrap_err()
+        });
+        assert_eq!(got[0].kind(), ErrorKind::NoCuda);
+        for e in &got[1..] {
+            assert_eq!(e.kind(), ErrorKind::Collective);
+            assert!(
+                e.to_string()
+                    .contains("rank 0 could not make the NCCL group's id: no libnccl here"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_teardown_that_hangs_is_left_behind() {
+        let t = Instant::now();
+        assert!(!bounded(Duration::from_millis(50), || std::thread::sleep(
+            Duration::from_secs(5)
+        )));
+        assert!(t.elapsed() < Duration::from_secs(2));
+        assert!(bounded(Duration::from_secs(5), || {}));
     }
 }
