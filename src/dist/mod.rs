@@ -67,9 +67,9 @@ pub use gpu::GpuRank;
 pub(crate) use gpu::Tree;
 pub use group::{Collective, LocalGroup};
 pub use layout::ChunkLayout;
-pub use tcp::{Launch, Rendezvous, TcpGroup};
 #[cfg(feature = "nccl")]
 pub use nccl::{NcclGroup, NcclId};
+pub use tcp::{Launch, Rendezvous, TcpGroup};
 
 use crate::cpu::Cpu;
 use crate::element::DeviceValue;
