@@ -28,6 +28,8 @@ out=/tmp/cufold-out
 mkdir -p "$out"
 pack() { [[ -n ${OUT:-} ]] && tar czf "$OUT/cufold-out.tgz" -C "$out" .; }
 trap pack EXIT
+# A run ended by a time limit still packs what it has.
+trap 'exit 143' TERM INT
 export CUFOLD_CACHE_DIR=/tmp/cufold-cache
 # Binaries gzipped by scripts/stage.sh.
 for z in .gpu/bin/*.gz; do [[ -e $z ]] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
@@ -158,10 +160,10 @@ candle)
   [[ -e .gpu/bin/test-candle_ops ]] && mv .gpu/bin/test-candle_ops .gpu/bin/bench-candle_ops
   status=0
   for t in .gpu/bin/test-*; do
-    "$t" --include-ignored > "$out/${t##*/}.txt" 2>&1
-    code=$?
+    # Each test's line as it ends, so that a run cut short still shows how far it got.
+    "$t" --include-ignored 2>&1 | tee "$out/${t##*/}.txt" | grep -E '^test |panicked|left|right'
+    code=${PIPESTATUS[0]}
     [[ $code == 0 ]] || status=1
-    grep -E '^test result|FAILED|panicked' "$out/${t##*/}.txt" | head -20
     echo "${t##*/}: exit $code"
   done
   run_examples | tee "$out/examples.txt" || status=1
