@@ -3,7 +3,7 @@
 //! `scripts/peers.py` times PyTorch and CuPy, so the two tables compare like for like.
 //!
 //! ```text
-//! cargo bench --bench gpu_reduce -- [--ops sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar,div2mean]
+//! cargo bench --bench gpu_reduce -- [--ops sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar,div2mean,exactsum,exactmean]
 //!                                   [--dtypes f32,f64,f16,bf16,i32,i64,u8]
 //!                                   [--log2 20,24,28] [--block 1024] [--large-block 128]
 //!                                   [--large-from-len 65536] [--reps 50]
@@ -24,7 +24,8 @@ use cufold::{bf16, f16, Cpu, Gpu};
 mod common;
 use common::{generate, median_ms, Data};
 
-const ALL_OPS: &str = "sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar,div2mean";
+const ALL_OPS: &str =
+    "sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar,div2mean,exactsum,exactmean";
 const ALL_DTYPES: &str = "f32,f64,f16,bf16,i32,i64,u8";
 
 /// GPU reduction throughput (GB/s of N x element size), each result checked against the CPU
@@ -38,7 +39,7 @@ const ALL_DTYPES: &str = "f32,f64,f16,bf16,i32,i64,u8";
     args_override_self = true
 )]
 struct Args {
-    /// The operators (div2mean: f32 and f64 only).
+    /// The operators (div2mean: f32 and f64 only; exactsum, exactmean: the float types).
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = ALL_OPS,
           value_parser = clap::builder::PossibleValuesParser::new(ALL_OPS.split(',')))]
     ops: Vec<String>,
@@ -106,7 +107,7 @@ impl<T: Data> Case<'_, T> {
     }
 }
 
-/// The operators a type has: every built-in, and Div2Mean for f32 and f64.
+/// The operators a type has: every built-in, Div2Mean for f32 and f64, the exact ones for floats.
 trait Ops: Data {
     fn run(case: &Case<'_, Self>, op: &str) -> Option<Timing>;
 }
@@ -133,10 +134,10 @@ macro_rules! ops {
         }
     };
 }
-ops!(f32, "div2mean" => Div2Mean);
-ops!(f64, "div2mean" => Div2Mean);
-ops!(f16);
-ops!(bf16);
+ops!(f32, "div2mean" => Div2Mean, "exactsum" => ExactSum, "exactmean" => ExactMean);
+ops!(f64, "div2mean" => Div2Mean, "exactsum" => ExactSum, "exactmean" => ExactMean);
+ops!(f16, "exactsum" => ExactSum, "exactmean" => ExactMean);
+ops!(bf16, "exactsum" => ExactSum, "exactmean" => ExactMean);
 ops!(i32);
 ops!(i64);
 ops!(u8);
