@@ -2,7 +2,7 @@
 
 use super::Collective;
 use crate::error::{Error, ErrorKind, Result};
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice};
 use cudarc::nccl::{result as nccl, sys};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -491,28 +491,55 @@ impl NcclGroup {
             .is_some()
     }
 
-    /// Marks the group unusable and aborts its communicator.
-    fn abort(&self, why: String) -> Error {
+    /// Marks the group unusable and aborts its communicator; whether the abort completed
+    /// (within its bound).
+    fn abort(&self, why: String) -> (Error, bool) {
         let mut broken = self.broken.lock().unwrap_or_else(|p| p.into_inner());
+        let mut aborted = true;
         if broken.is_none() {
-            abort_bounded(self.comm, self.timeout.min(Duration::from_secs(10)));
+            aborted = abort_bounded(self.comm, self.timeout.min(Duration::from_secs(10)));
             *broken = Some(why.clone());
         }
-        Error::new(ErrorKind::Collective, why)
+        (Error::new(ErrorKind::Collective, why), aborted)
     }
 
-    fn gather(&self, bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    /// One all-gather; on failure the communicator is aborted before its buffers are freed:
+    /// freeing pinned memory waits for the device, which a stuck NCCL kernel (a peer that
+    /// died) would hold for ever. Where the abort does not complete in its bound, the
+    /// buffers are leaked instead.
+    fn gather(&self, bytes: &[u8]) -> Result<Vec<u8>> {
+        let mut held = Held::default();
+        match self.gather_in(bytes, &mut held) {
+            Ok(v) => Ok(v),
+            Err(why) => {
+                let (e, aborted) = self.abort(format!(
+                    "{why}; the NCCL group was aborted and is dead from now on (build a new \
+                     one)"
+                ));
+                if !aborted {
+                    std::mem::forget(held);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn gather_in(&self, bytes: &[u8], held: &mut Held) -> std::result::Result<Vec<u8>, String> {
         let stream = &self.stream;
         fn drv(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> String {
             move |e| format!("{what}: {e:?}")
         }
         let n = bytes.len();
-        let send = stream
-            .clone_htod(bytes)
-            .map_err(drv("copying an all-gather's bytes to the device"))?;
-        let mut recv = stream
-            .alloc_zeros::<u8>(n * self.ranks)
-            .map_err(drv("allocating an all-gather's buffer"))?;
+        let send = held.send.insert(
+            stream
+                .clone_htod(bytes)
+                .map_err(drv("copying an all-gather's bytes to the device"))?,
+        );
+        let recv = held.recv.insert(
+            stream
+                .alloc_zeros::<u8>(n * self.ranks)
+                .map_err(drv("allocating an all-gather's buffer"))?,
+        );
         {
             let (s, _s) = send.device_ptr(stream);
             let (r, _r) = recv.device_ptr_mut(stream);
@@ -546,18 +573,22 @@ impl NcclGroup {
             })?;
         }
         // SAFETY: the pinned buffer is written by the copy below before it is read.
-        let mut host = unsafe {
-            stream
-                .context()
-                .alloc_pinned_with_flags::<u8>(n * self.ranks, 0)
-        }
-        .map_err(drv("allocating pinned memory"))?;
+        let host = held.host.insert(
+            unsafe {
+                stream
+                    .context()
+                    .alloc_pinned_with_flags::<u8>(n * self.ranks, 0)
+            }
+            .map_err(drv("allocating pinned memory"))?,
+        );
         stream
-            .memcpy_dtoh(&recv, &mut host)
+            .memcpy_dtoh(&*recv, host)
             .map_err(drv("copying an all-gather's bytes to the host"))?;
-        let done = stream
-            .record_event(None)
-            .map_err(drv("recording an event"))?;
+        let done = held.done.insert(
+            stream
+                .record_event(None)
+                .map_err(drv("recording an event"))?,
+        );
         let mut pause = Duration::from_micros(1);
         loop {
             match done.try_is_complete() {
@@ -590,6 +621,16 @@ impl NcclGroup {
     }
 }
 
+/// An all-gather's buffers and event, freed only once the exchange completed or the
+/// communicator was aborted.
+#[derive(Default)]
+struct Held {
+    send: Option<CudaSlice<u8>>,
+    recv: Option<CudaSlice<u8>>,
+    host: Option<PinnedHostSlice<u8>>,
+    done: Option<CudaEvent>,
+}
+
 impl Collective for NcclGroup {
     fn rank(&self) -> usize {
         self.rank
@@ -609,11 +650,7 @@ impl Collective for NcclGroup {
         if bytes.is_empty() {
             return Ok(Vec::new());
         }
-        self.gather(bytes).map_err(|why| {
-            self.abort(format!(
-                "{why}; the NCCL group was aborted and is unusable from now on"
-            ))
-        })
+        self.gather(bytes)
     }
 }
 
