@@ -424,3 +424,6 @@ template <class O> struct Run<Tree<O>> {
 
 // Exact sums (ExactSum, ExactMean), which need Run above.
 #include "cufold/exact.cuh"
+
+// The compensated (double-word) sum (CompensatedSum).
+#include "cufold/compensated.cuh"

@@ -16,6 +16,7 @@
 //! | [`Div2Mean`] | f32, f64 | same | same | error |
 //! | [`ExactSum`] | f32, f64, f16, bf16 | [`ExactAcc`] (exact) | same type, correctly rounded | 0 |
 //! | [`ExactMean`] | f32, f64, f16, bf16 | [`ExactAcc`] (exact) | same type, correctly rounded | error |
+//! | [`CompensatedSum`] | f32, f64, f16, bf16 | [`DoubleWord`] (f32 words; f64 for f64) | same type | 0 |
 //! | [`Compose`] | [`Affine<R>`] | same | same (not commutative) | identity map |
 //! | [`MatMul`] | [`Mat2<R>`] | same | same (not commutative) | identity matrix |
 //! | [`Mapped`] | a [`Transform`]'s input | the operator's | the operator's | the operator's |
@@ -67,6 +68,7 @@ use crate::element::{DeviceValue, Element};
 
 mod basic;
 pub(crate) mod check;
+mod compensated;
 mod exact;
 mod lanes;
 mod mapped;
@@ -76,6 +78,7 @@ mod ratio;
 mod stats;
 
 pub use basic::{ArgMax, ArgMin, Indexed, Max, Min, MinMax, MinMaxValue, Prod, Sum, WideSum};
+pub use compensated::{CompensatedSum, CompensatedWord, DoubleWord};
 pub use exact::{ExactAcc, ExactFloat, ExactMean, ExactSum};
 pub use mapped::{cuda_f64, Identity, Mapped, Transform};
 pub use ordered::{Affine, Compose, Mat2, MatMul};

@@ -1,0 +1,78 @@
+// cufold: the compensated sum, the CUDA half of src/ops/compensated.rs (CompensatedSum).
+//
+// The accumulator is a double word (hi, lo) of the element's calculation type (float for
+// f32, f16 and bf16; double for f64) whose value is hi + lo, exactly. A lift is (x, 0). A
+// combine adds the high words with TwoSum (Knuth's branch-free error-free sum: s + e is
+// a.hi + b.hi exactly), adds the low words and e to it, and renormalises with FastTwoSum,
+// which is exact here because s's exponent is never below the correction's. The finish
+// rounds hi + lo to the element type (f16 and bf16: once, from float).
+//
+// Only additions and subtractions: nothing a compiler could contract into a fused
+// multiply-add (kernels are compiled with --fmad=false in any case), so every operation
+// rounds as the Rust half's does and the bits agree.
+//
+// A sum whose high word is not finite (an infinity, a NaN, an overflow) keeps that high
+// word and a zero low word, so infinities and NaN propagate as in the plain sum: TwoSum of
+// an infinity would otherwise leave NaN in the low word.
+#pragma once
+
+#include "cufold/types.cuh"
+#include "cufold/ops.cuh"
+
+namespace cf {
+
+// src/ops/compensated.rs's DoubleWord<W>: the high word, then the low word.
+template <class W> struct DoubleWord {
+    W hi;
+    W lo;
+};
+
+namespace dw {
+
+// s = RN(a + b) and e = a + b - s exactly (Knuth's TwoSum: six operations, no branch).
+template <class W> __device__ __forceinline__ void two_sum(W a, W b, W& s, W& e) {
+    s = a + b;
+    const W bp = s - a;
+    const W ap = s - bp;
+    const W db = b - bp;
+    const W da = a - ap;
+    e = da + db;
+}
+
+// s = RN(a + b) and e = a + b - s, exact when a's exponent is at least b's (Dekker).
+template <class W> __device__ __forceinline__ void fast_two_sum(W a, W b, W& s, W& e) {
+    s = a + b;
+    const W z = s - a;
+    e = b - z;
+}
+
+template <class W> __device__ __forceinline__ DoubleWord<W> add(DoubleWord<W> a, DoubleWord<W> b) {
+    W s, e;
+    two_sum(a.hi, b.hi, s, e);
+    const W t = a.lo + b.lo;
+    const W c = e + t;
+    DoubleWord<W> r;
+    fast_two_sum(s, c, r.hi, r.lo);
+    // Not finite: the plain sum's infinity or NaN, with a zero low word.
+    const bool ok = isfinite(s);
+    r.hi = ok ? r.hi : s;
+    r.lo = ok ? r.lo : (W)0;
+    return r;
+}
+
+}  // namespace dw
+
+// The compensated (double-word) sum of f32, f64, f16 or bf16 elements.
+template <class T> struct CompensatedSum {
+    typedef typename sum_calc<T>::type W;
+    typedef T In; typedef DoubleWord<W> Acc; typedef T Out;
+    static_assert(sizeof(Acc) == 2 * sizeof(W), "DoubleWord<W> is two words, as in Rust");
+    __device__ Acc identity() const { Acc r; r.hi = (W)0; r.lo = (W)0; return r; }
+    __device__ Acc lift(In x, u64) const { Acc r; r.hi = sum_calc<T>::to(x); r.lo = (W)0; return r; }
+    __device__ Acc combine(Acc a, Acc b) const { return dw::add(a, b); }
+    __device__ Out finish(Acc a, u64) const {
+        return sum_calc<T>::from(isfinite(a.hi) ? a.hi + a.lo : a.hi);
+    }
+};
+
+}  // namespace cf
