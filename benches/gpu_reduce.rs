@@ -3,7 +3,7 @@
 //! `scripts/peers.py` times PyTorch and CuPy, so the two tables compare like for like.
 //!
 //! ```text
-//! cargo bench --bench gpu_reduce -- [--ops sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar,div2mean,exactsum,exactmean]
+//! cargo bench --bench gpu_reduce -- [--ops sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar,div2mean,exactsum,exactmean,compensated]
 //!                                   [--dtypes f32,f64,f16,bf16,i32,i64,u8]
 //!                                   [--log2 20,24,28] [--block 1024] [--large-block 128]
 //!                                   [--large-from-len 65536] [--reps 50]
@@ -25,7 +25,7 @@ mod common;
 use common::{generate, median_ms, Data};
 
 const ALL_OPS: &str =
-    "sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar,div2mean,exactsum,exactmean";
+    "sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar,div2mean,exactsum,exactmean,compensated";
 const ALL_DTYPES: &str = "f32,f64,f16,bf16,i32,i64,u8";
 
 /// GPU reduction throughput (GB/s of N x element size), each result checked against the CPU
@@ -39,7 +39,8 @@ const ALL_DTYPES: &str = "f32,f64,f16,bf16,i32,i64,u8";
     args_override_self = true
 )]
 struct Args {
-    /// The operators (div2mean: f32 and f64 only; exactsum, exactmean: the float types).
+    /// The operators (div2mean: f32 and f64 only; exactsum, exactmean, compensated
+    /// (CompensatedSum): the float types).
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = ALL_OPS,
           value_parser = clap::builder::PossibleValuesParser::new(ALL_OPS.split(',')))]
     ops: Vec<String>,
@@ -134,10 +135,10 @@ macro_rules! ops {
         }
     };
 }
-ops!(f32, "div2mean" => Div2Mean, "exactsum" => ExactSum, "exactmean" => ExactMean);
-ops!(f64, "div2mean" => Div2Mean, "exactsum" => ExactSum, "exactmean" => ExactMean);
-ops!(f16, "exactsum" => ExactSum, "exactmean" => ExactMean);
-ops!(bf16, "exactsum" => ExactSum, "exactmean" => ExactMean);
+ops!(f32, "div2mean" => Div2Mean, "exactsum" => ExactSum, "exactmean" => ExactMean, "compensated" => CompensatedSum);
+ops!(f64, "div2mean" => Div2Mean, "exactsum" => ExactSum, "exactmean" => ExactMean, "compensated" => CompensatedSum);
+ops!(f16, "exactsum" => ExactSum, "exactmean" => ExactMean, "compensated" => CompensatedSum);
+ops!(bf16, "exactsum" => ExactSum, "exactmean" => ExactMean, "compensated" => CompensatedSum);
 ops!(i32);
 ops!(i64);
 ops!(u8);

@@ -3,7 +3,7 @@
 //! of the repetitions), the way `.gpu/peers.py` times torch.cumsum and cupy.cumsum.
 //!
 //! ```text
-//! cargo bench --bench gpu_scan -- [--ops cumsum,affine] [--dtypes f32,f64,i32] [--log2 20,24,28]
+//! cargo bench --bench gpu_scan -- [--ops cumsum,compensated,affine] [--dtypes f32,f64,i32] [--log2 20,24,28]
 //!                                 [--algos warp,blelloch,hillis] [--blocks 256] [--bytes 128]
 //!                                 [--staging 1,0] [--resident 1,8,0] [--large-from B] [--prefetch B] [--offset K]
 //!                                 [--reps 50] [--json OUT.json]
@@ -13,7 +13,7 @@
 //! timed. Every result is checked bit for bit against the CPU backend before timing.
 
 use cudarc::driver::CudaSlice;
-use cufold::ops::{Affine, Compose, Operator, Sum};
+use cufold::ops::{Affine, CompensatedSum, Compose, Operator, Sum};
 use cufold::scan::ScanConfig;
 use cufold::{Cpu, DeviceValue, Gpu, ScanAlgorithm, ScanKind};
 
@@ -21,7 +21,7 @@ use cufold::{Cpu, DeviceValue, Gpu, ScanAlgorithm, ScanKind};
 mod common;
 use common::{generate, median_ms, Data};
 
-const ALL_OPS: &str = "cumsum,affine";
+const ALL_OPS: &str = "cumsum,compensated,affine";
 const ALL_DTYPES: &str = "f32,f64,i32";
 /// Also f16 (f32 accumulators), on request.
 const DTYPES: [&str; 4] = ["f32", "f64", "i32", "f16"];
@@ -60,7 +60,8 @@ impl Algo {
 #[derive(clap::Parser, Debug)]
 #[command(name = "gpu_scan", bin_name = "gpu_scan", args_override_self = true)]
 struct Args {
-    /// The scans (affine: f32 and f64 only; other types are skipped).
+    /// The scans (compensated: CompensatedSum, the float types; affine: f32 and f64 only;
+    /// other types are skipped).
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set, default_value = ALL_OPS,
           value_parser = clap::builder::PossibleValuesParser::new(ALL_OPS.split(',')))]
     ops: Vec<String>,
@@ -272,6 +273,16 @@ fn main() -> Res<()> {
                 ("cumsum", "f64") => run::<f64, _>(&gpu, &a, Sum, op, d, &mut rows)?,
                 ("cumsum", "i32") => run::<i32, _>(&gpu, &a, Sum, op, d, &mut rows)?,
                 ("cumsum", "f16") => run::<half::f16, _>(&gpu, &a, Sum, op, d, &mut rows)?,
+                ("compensated", "f32") => {
+                    run::<f32, _>(&gpu, &a, CompensatedSum, op, d, &mut rows)?
+                }
+                ("compensated", "f64") => {
+                    run::<f64, _>(&gpu, &a, CompensatedSum, op, d, &mut rows)?
+                }
+                ("compensated", "f16") => {
+                    run::<half::f16, _>(&gpu, &a, CompensatedSum, op, d, &mut rows)?
+                }
+                ("compensated", _) => continue,
                 ("affine", "f32") => run::<Affine<f32>, _>(&gpu, &a, Compose, op, d, &mut rows)?,
                 ("affine", "f64") => run::<Affine<f64>, _>(&gpu, &a, Compose, op, d, &mut rows)?,
                 ("affine", _) => continue,
