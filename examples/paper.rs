@@ -3,14 +3,17 @@
 //! pairwise add, `(a + b) / 2`, corrected by `C = next_pow2(N) / N`.
 //!
 //! Table 2 — accuracy. For U(0,1) and N(6,1) samples at the paper's sizes, the mean by a
-//! naive sequential f32 sum, by sequential Kahan summation, by `Div2Mean` (the paper's
-//! halving tree, all in f32) and by `Mean` (the f32 samples widened to f64 and tree-summed
-//! in f64, then divided by N), each with its error against the exact
-//! mean *of the same samples* (an f64 Neumaier sum). The naive f32 sum stalls once the
-//! running sum passes 2^24: adding values below 1 to it rounds them away, so at N =
-//! 67,107,840 the U(0,1) mean collapses towards 0.25. Kahan and the trees stay right.
-//! Halving is pairwise summation scaled by exact powers of two, so `Div2Mean` is exactly as
-//! accurate as a pairwise f32 sum; what halving adds is headroom against overflow.
+//! naive sequential f32 sum, by sequential Kahan summation, by the pairwise tree (`Sum` in
+//! f32, divided by N), by `Div2Mean` (the paper's halving tree, all in f32), by `Mean` (the
+//! f32 samples widened to f64 and tree-summed in f64, then divided by N) and by `ExactMean`
+//! in f32 (the exact mean rounded once to f32), each with its error against the exact mean
+//! *of the same samples*: `ExactMean` of the samples widened to f64, the exact mean rounded
+//! once to f64. The naive f32 sum stalls once the running sum passes 2^24: adding values
+//! below 1 to it rounds them away, so at N = 67,107,840 the U(0,1) mean collapses towards
+//! 0.25. Kahan and the trees stay right. Halving is pairwise summation scaled by exact powers
+//! of two, so `Div2Mean` is exactly as accurate as a pairwise f32 sum (the `Sum` column);
+//! what halving adds is headroom against overflow. `ExactMean`'s f32 error is its one
+//! rounding, at most half an ulp of the mean.
 //!
 //! Table 3 — speed. The GPU `Div2Mean` against sequential Kahan on one CPU core, for block
 //! sizes 128 to 1024 (the paper's 2048 is not possible: CUDA allows at most 1024 threads per
@@ -28,7 +31,7 @@
 mod common;
 
 use cudarc::driver::CudaSlice;
-use cufold::ops::{Div2Mean, Mean};
+use cufold::ops::{Div2Mean, ExactMean, ExactSum, Mean, Operator, Sum};
 use cufold::reduce::ReduceConfig;
 use cufold::{Cpu, Gpu};
 use std::hint::black_box;
@@ -54,20 +57,31 @@ fn samples(n: usize, seed: u64, normal: bool) -> Vec<f32> {
     })
 }
 
-/// The exact-as-f64-allows mean: Neumaier's compensated sum in f64.
-fn exact_mean(x: &[f32]) -> f64 {
-    let (mut s, mut c) = (0f64, 0f64);
-    for &v in x {
-        let v = v as f64;
-        let t = s + v;
-        c += if s.abs() >= v.abs() {
-            (s - t) + v
-        } else {
-            (v - t) + s
-        };
-        s = t;
+/// The exact means of the prefixes `x[..n]` for each of `sizes` (increasing), rounded once to
+/// f64: `ExactMean` of the samples widened to f64 (which holds them exactly), in pieces of
+/// 2^20 whose exact accumulators combine to the whole one's (ExactSum is order-free).
+fn exact_means(x: &[f32], sizes: &[usize]) -> Vec<f64> {
+    let cpu = Cpu::new();
+    let mut acc = <ExactSum as Operator<f64>>::identity(&ExactSum);
+    let (mut done, mut means) = (0usize, Vec::new());
+    let mut wide = Vec::with_capacity(1 << 20);
+    for &n in sizes {
+        while done < n {
+            let end = (done + (1 << 20)).min(n);
+            wide.clear();
+            wide.extend(x[done..end].iter().map(|&v| v as f64));
+            acc = <ExactSum as Operator<f64>>::combine(
+                &ExactSum,
+                acc,
+                cpu.reduce_acc(&wide, ExactSum),
+            );
+            done = end;
+        }
+        means.push(<ExactMean as Operator<f64>>::finish(
+            &ExactMean, acc, n as u64,
+        ));
     }
-    (s + c) / x.len() as f64
+    means
 }
 
 fn naive_mean(x: &[f32]) -> f32 {
@@ -104,8 +118,8 @@ fn main() -> Res<()> {
     match &gpu {
         Ok(g) => println!("backend: GPU {}", g.device_name()),
         Err(e) => println!(
-            "backend: CPU (no GPU: {e}); the Div2Mean and Mean columns come from the CPU backend, which computes \
-             the same tree, and Table 3 times the CPU backend instead of a GPU"
+            "backend: CPU (no GPU: {e}); the Sum, Div2Mean, Mean and ExactMean columns come from the CPU \
+             backend, which computes the same trees, and Table 3 times the CPU backend instead of a GPU"
         ),
     }
     let gpu = gpu.ok();
@@ -120,22 +134,26 @@ fn main() -> Res<()> {
 
     let nmax = *sizes.last().unwrap();
     let mut uniform = None;
-    println!("Table 2: sample means, f32 samples; error = value - exact mean of the same samples");
     println!(
-        "(naive, Kahan and Div2Mean compute in f32; Mean widens each sample to f64 and sums the tree in f64)"
+        "Table 2: sample means, f32 samples; error = value - exact mean of the same samples \
+         (ExactMean over the samples widened to f64: the exact mean, rounded once to f64)"
     );
     println!(
-        "{:<7} {:>11} {:>13} | {:>11} {:>9} | {:>11} {:>9} | {:>11} {:>9} | {:>11} {:>9}",
+        "(naive, Kahan, Sum (the pairwise tree, then /N) and Div2Mean compute in f32; Mean widens each \
+         sample to f64 and sums the tree in f64; ExactMean f32 is the exact mean rounded once to f32)"
+    );
+    println!(
+        "{:<7} {:>11} {:>17} | {:>11} {:>9} | {:>9} | {:>9} | {:>9} | {:>9} | {:>11} {:>9}",
         "dist",
         "N",
         "exact mean",
         "naive f32",
         "error",
-        "Kahan f32",
-        "error",
+        "Kahan",
+        "Sum/N",
         "Div2Mean",
-        "error",
-        "Mean (f64)",
+        "Mean f64",
+        "ExactMean",
         "error"
     );
     for (name, normal) in [("U(0,1)", false), ("N(6,1)", true)] {
@@ -144,37 +162,63 @@ fn main() -> Res<()> {
             Some(g) => Some(g.stream().clone_htod(&x)?),
             None => None,
         };
-        for &n in sizes {
+        let exact_of = exact_means(&x, sizes);
+        for (&n, &exact) in sizes.iter().zip(&exact_of) {
             let s = &x[..n];
-            let exact = exact_mean(s);
             let naive = naive_mean(s);
             let kahan = kahan_mean(s);
-            let (div2, mean) = match (&gpu, &dev) {
-                (Some(g), Some(d)) => (
-                    g.reduce(&d.slice(..n), Div2Mean)?,
-                    g.reduce(&d.slice(..n), Mean)?,
-                ),
-                _ => (Cpu::new().reduce(s, Div2Mean)?, Cpu::new().reduce(s, Mean)?),
+            let cpu = Cpu::new();
+            let on_cpu = |s: &[f32]| -> cufold::Result<(f32, f32, f64, f32)> {
+                Ok((
+                    cpu.reduce(s, Sum)?,
+                    cpu.reduce(s, Div2Mean)?,
+                    cpu.reduce(s, Mean)?,
+                    cpu.reduce(s, ExactMean)?,
+                ))
             };
-            if gpu.is_some() {
-                // The GPU computes the CPU backend's tree: the same bits, or the example fails.
-                let cpu = Cpu::new();
-                if cpu.reduce(s, Div2Mean)?.to_bits() != div2.to_bits()
-                    || cpu.reduce(s, Mean)?.to_bits() != mean.to_bits()
-                {
-                    return Err(format!(
-                        "{name}, N = {n}: the GPU's means differ from the CPU backend's"
-                    )
-                    .into());
+            let (sum, div2, mean, exact32) = match (&gpu, &dev) {
+                (Some(g), Some(d)) => {
+                    let d = d.slice(..n);
+                    let got = (
+                        g.reduce(&d, Sum)?,
+                        g.reduce(&d, Div2Mean)?,
+                        g.reduce(&d, Mean)?,
+                        g.reduce(&d, ExactMean)?,
+                    );
+                    // The GPU computes the CPU backend's trees (and ExactMean's exact value):
+                    // the same bits, or the example fails.
+                    let want = on_cpu(s)?;
+                    let bits = |v: (f32, f32, f64, f32)| {
+                        (v.0.to_bits(), v.1.to_bits(), v.2.to_bits(), v.3.to_bits())
+                    };
+                    if bits(got) != bits(want) {
+                        return Err(format!(
+                            "{name}, N = {n}: the GPU's means differ from the CPU backend's \
+                             (Sum, Div2Mean, Mean, ExactMean: GPU {got:?}, CPU {want:?})"
+                        )
+                        .into());
+                    }
+                    got
                 }
+                _ => on_cpu(s)?,
+            };
+            let pairwise = sum / n as f32;
+            // ExactMean in f32 is the exact mean rounded once: within half an ulp of it.
+            let half_ulp = 0.5 * (f32::from_bits(exact32.to_bits() + 1) - exact32) as f64;
+            if (exact32 as f64 - exact).abs() > half_ulp {
+                return Err(
+                    format!("{name}, N = {n}: ExactMean {exact32} is not {exact} rounded").into(),
+                );
             }
             let err = |v: f64| v - exact;
             println!(
-                "{name:<7} {n:>11} {exact:>13.9} | {naive:>11.7} {:>9.1e} | {kahan:>11.7} {:>9.1e} | {div2:>11.7} {:>9.1e} | {mean:>11.7} {:>9.1e}",
+                "{name:<7} {n:>11} {exact:>17.15} | {naive:>11.7} {:>9.1e} | {:>9.1e} | {:>9.1e} | {:>9.1e} | {:>9.1e} | {exact32:>11.7} {:>9.1e}",
                 err(naive as f64),
                 err(kahan as f64),
+                err(pairwise as f64),
                 err(div2 as f64),
-                err(mean)
+                err(mean),
+                err(exact32 as f64)
             );
         }
         if !normal {
