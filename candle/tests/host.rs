@@ -4,6 +4,7 @@
 //! This checks on any machine with a C++ compiler what the GPU tests check on a device.
 
 #[path = "../../tests/common/host.rs"]
+#[allow(dead_code)] // kernels_dir: this crate finds cufold's kernels/ itself
 mod host;
 
 use cufold::ops::{Indexed, MeanVarValue, Operator};
@@ -308,7 +309,7 @@ int main() {{
         let nan = |s: &str| {
             s.split(' ').all(|h| {
                 let b = u64::from_str_radix(h, 16).unwrap();
-                (b >= 0x7f80_0001 && b <= 0xffff_ffff && f32::from_bits(b as u32).is_nan())
+                ((0x7f80_0001..=0xffff_ffff).contains(&b) && f32::from_bits(b as u32).is_nan())
                     || f64::from_bits(b).is_nan()
             })
         };
