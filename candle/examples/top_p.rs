@@ -3,7 +3,7 @@
 //! - **candle's path**, as candle-transformers' `LogitsProcessor` does it: the softmax on the
 //!   device, the probabilities copied to the host, each row sorted there (candle's CUDA
 //!   `arg_sort` keeps a row in shared memory: 128k columns do not fit), a cumsum down the
-//!   sorted row to the cut, and a draw;
+//!   sorted row to the cut (in f64 here: it is the reference), and a draw;
 //! - **cufold's path**, all on the device, no sort: the softmax from a one-pass
 //!   `log_sum_exp`, the nucleus threshold found by bisection with masked row sums (the
 //!   nucleus is every token whose probability is at least the cut's), then a cumsum of the
@@ -132,23 +132,24 @@ fn candle_top_p(logits: &Tensor, u: &[f32], top_p: f32) -> candle_core::Result<V
         .map(|(row, &u)| {
             let mut order: Vec<usize> = (0..row.len()).collect();
             order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
-            let mut acc = 0f32;
+            // Sums in f64: this path is the reference the device path is checked against.
+            let mut acc = 0f64;
             let mut cut = row[order[0]];
             for &i in &order {
-                acc += row[i];
+                acc += row[i] as f64;
                 cut = row[i];
-                if acc >= top_p {
+                if acc >= top_p as f64 {
                     break;
                 }
             }
             // Draw in vocabulary order over the nucleus, as the device path does.
-            let mass: f32 = row.iter().filter(|&&q| q >= cut).sum();
-            let target = u * mass;
-            let mut acc = 0f32;
+            let mass: f64 = row.iter().filter(|&&q| q >= cut).map(|&q| q as f64).sum();
+            let target = u as f64 * mass;
+            let mut acc = 0f64;
             let mut pick = 0;
             for (i, &q) in row.iter().enumerate() {
                 if q >= cut {
-                    acc += q;
+                    acc += q as f64;
                     pick = i;
                     if acc >= target {
                         break;
