@@ -131,7 +131,7 @@ impl CudaOp {
 /// ```
 /// use cufold::ops::{Operator, Sum};
 /// let op = Sum;
-/// let acc = op.combine(op.lift(2.0f32, 0), op.lift(3.0, 1));
+/// let acc = Operator::<f32>::combine(&op, op.lift(2.0f32, 0), op.lift(3.0f32, 1));
 /// assert_eq!(<Sum as Operator<f32>>::finish(&op, acc, 2), 5.0);
 /// ```
 pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
