@@ -7,8 +7,11 @@ mod common;
 use common::{assert_ranks_agree, canonical_root, data, full_tier, same, seed, Gen, TreeShape};
 use cufold::dist::{ChunkLayout, Collective, CpuRank, LocalGroup};
 use cufold::monte_carlo::{Draws, MonteCarlo};
-use cufold::ops::{Affine, ArgMax, Compose, Div2Mean, Identity, MeanVar, Operator, Sum};
-use cufold::{Cpu, DeviceValue, ErrorKind, ScanKind};
+use cufold::ops::{
+    Affine, ArgMax, CompensatedSum, Compose, Div2Mean, ExactMean, ExactSum, Identity, MeanVar,
+    Operator, Sum,
+};
+use cufold::{bf16, f16, Cpu, DeviceValue, ErrorKind, ScanKind};
 use std::time::Duration;
 
 /// Runs `f` on every rank of a new group of `ranks`, each on its own thread, with its chunk
@@ -72,6 +75,11 @@ fn reductions_have_the_single_device_bits_for_every_layout() {
     check_reduce::<f64, _>(MeanVar, "dist_f64_meanvar");
     check_reduce::<f32, _>(Div2Mean, "dist_f32_div2mean");
     check_reduce::<Affine<f32>, _>(Compose, "dist_affine_compose");
+    // Exact sums are exact on any split; the others keep the tree's grouping.
+    check_reduce::<f64, _>(ExactSum, "dist_f64_exactsum");
+    check_reduce::<f32, _>(ExactMean, "dist_f32_exactmean");
+    check_reduce::<f32, _>(CompensatedSum, "dist_f32_compensated");
+    check_reduce::<bf16, _>(Sum, "dist_bf16_sum");
 }
 
 #[test]
@@ -143,6 +151,8 @@ fn scans_have_the_single_device_bits_for_every_layout() {
     check_scan::<f64, _>(MeanVar, "dist_scan_f64_meanvar");
     check_scan::<Affine<f32>, _>(Compose, "dist_scan_affine_compose");
     check_scan::<f32, _>(ArgMax, "dist_scan_f32_argmax");
+    check_scan::<f32, _>(CompensatedSum, "dist_scan_f32_compensated");
+    check_scan::<f16, _>(Sum, "dist_scan_f16_sum");
 }
 
 /// Layouts whose last holding chunk is short and whose last ranks hold nothing (2^20 + 3
