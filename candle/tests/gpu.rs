@@ -1,7 +1,7 @@
 //! The adapter on CUDA tensors: every method's bits equal those of the same tensor on the
 //! CPU (cufold's CPU backend), for every dtype it takes, along every dim, through strided
-//! layouts; segments and keys; errors.
-#![cfg(feature = "cuda")]
+//! layouts; segments and keys; errors. Ignored without a device; they need the `cuda`
+//! feature to find one (without it `Device::new_cuda` is an error).
 
 use candle_core::{DType, Device, IndexOp, Tensor};
 use cufold::ops::{Max, Sum};
@@ -288,6 +288,7 @@ fn gradients_on_the_gpu_match_the_cpus() -> R {
     Ok(())
 }
 
+#[cfg(feature = "cuda")]
 #[test]
 #[ignore = "needs a CUDA device"]
 fn calls_can_be_captured_in_a_cuda_graph() -> R {
