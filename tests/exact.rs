@@ -550,29 +550,7 @@ fn the_cuda_half_compiled_for_the_host_has_the_rust_bits() {
         );
     }
 
-    let mut child = std::process::Command::new(&bin)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        use std::io::Write;
-        let mut stdin = stdin;
-        stdin.write_all(input.as_bytes()).unwrap();
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    assert!(
-        out.status.success(),
-        "the C++ driver failed: {:?}",
-        out.status
-    );
-    let got: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.trim().to_string())
-        .collect();
+    let got = host::run_driver(&bin, input);
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(

@@ -10,11 +10,10 @@
 
 mod common;
 
-use common::host::{compile, compiler, kernels_dir, shim};
+use common::host::{compile, compiler, kernels_dir, run_driver, shim};
 use cufold::ops::{round_ratio_to_f64, round_ratio_to_f64_unsigned, Mean, MeanVar, Sum, WideSum};
 use cufold::segment::Rows;
 use cufold::{Cpu, ScanKind, Widen};
-use std::process::{Command, Stdio};
 
 // The decimal literals are the expected values as the report states them: 2^64 and -2^63,
 // exactly (clippy would have them shortened to the shortest round-trip form).
@@ -498,29 +497,7 @@ fn the_cuda_round_ratio_and_wide_sums_have_the_rust_bits() {
         want.push(sum_hex(x as i128 as u128));
     }
 
-    let mut child = Command::new(&bin)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        use std::io::Write;
-        let mut stdin = stdin;
-        stdin.write_all(input.as_bytes()).unwrap();
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    assert!(
-        out.status.success(),
-        "the C++ driver failed: {:?}",
-        out.status
-    );
-    let got: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
+    let got = run_driver(&bin, input);
     assert_eq!(
         got.len(),
         want.len(),

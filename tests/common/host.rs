@@ -1,6 +1,7 @@
 //! The host C++ compiler, the project's kernels/ and their host shim (device intrinsics,
 //! types.cuh and ops.cuh pasted in order) for the tests that compile the CUDA headers for the
-//! host (tests/host_cxx.rs, tests/integer_mean.rs).
+//! host (tests/host_cxx.rs, tests/integer_mean.rs, tests/exact.rs, ...), and the run of a
+//! compiled driver.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -53,6 +54,37 @@ pub fn compile(cxx: &str, file: &Path, bin: &Path, what: &str) {
         file.display(),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Runs the compiled driver `bin` with `input` on its standard input (written from another
+/// thread, so that a large input cannot deadlock against its output), fails the test if it
+/// fails, and returns its output's lines, trimmed.
+pub fn run_driver(bin: &Path, input: String) -> Vec<String> {
+    let mut child = Command::new(bin)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the C++ driver");
+    let stdin = child.stdin.take().expect("a piped stdin");
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut stdin = stdin;
+        stdin
+            .write_all(input.as_bytes())
+            .expect("write the driver's input");
+    });
+    let out = child.wait_with_output().expect("wait for the C++ driver");
+    writer.join().expect("the input writer");
+    assert!(
+        out.status.success(),
+        "the C++ driver failed: {:?}",
+        out.status
+    );
+    String::from_utf8(out.stdout)
+        .expect("the driver prints text")
+        .lines()
+        .map(|l| l.trim().to_string())
+        .collect()
 }
 
 /// Device intrinsics for the host; then the real kernels/types.cuh and ops.cuh (see
