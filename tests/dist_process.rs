@@ -10,9 +10,11 @@ use cufold::dist::{ChunkLayout, Collective, CpuRank, Launch, TcpGroup};
 use cufold::monte_carlo::MonteCarlo;
 use cufold::ops::{Identity, Max, Sum};
 use cufold::{Cpu, ScanKind};
-use std::io::{BufRead, BufReader, Read};
+#[path = "dist_process/job.rs"]
+mod job;
+use job::Job;
 use std::net::TcpListener;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// The variable that makes this binary a worker, and its mode.
@@ -180,19 +182,6 @@ fn worker() {
     std::process::exit(0);
 }
 
-/// The children of a test, killed and reaped whatever happens.
-#[derive(Default)]
-struct Job(Vec<Child>);
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// How a rank meets the others.
 enum Meet<'a> {
     /// MASTER_ADDR and MASTER_PORT.
@@ -201,67 +190,21 @@ enum Meet<'a> {
     File(&'a std::path::Path),
 }
 
-impl Job {
-    /// Starts rank `rank` of `ranks` as a process of this binary in `mode`.
-    fn spawn(&mut self, rank: usize, ranks: usize, mode: &str, meet: &Meet, timeout_s: u64) {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "worker", "--nocapture", "--test-threads=1"])
-            .env(WORKER, mode)
-            .env("RANK", rank.to_string())
-            .env("WORLD_SIZE", ranks.to_string())
-            .env("LOCAL_RANK", rank.to_string())
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("CUFOLD_TIMEOUT", timeout_s.to_string())
-            .env_remove("CUFOLD_MASTER_PORT")
-            .env_remove("TORCHELASTIC_USE_AGENT_STORE")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        match meet {
-            Meet::Port(p) => {
-                cmd.env("MASTER_PORT", p.to_string())
-                    .env_remove("CUFOLD_RENDEZVOUS_FILE");
-            }
-            Meet::File(path) => {
-                cmd.env("CUFOLD_RENDEZVOUS_FILE", path)
-                    .env_remove("MASTER_PORT");
-            }
+/// Starts rank `rank` of `ranks` as a process of this binary in `mode`.
+fn spawn(job: &mut Job, rank: usize, ranks: usize, mode: &str, meet: &Meet, timeout_s: u64) {
+    let mut cmd = job::worker(WORKER, mode, rank, ranks, timeout_s);
+    cmd.arg("--test-threads=1").stderr(Stdio::inherit());
+    match meet {
+        Meet::Port(p) => {
+            cmd.env("MASTER_PORT", p.to_string())
+                .env_remove("CUFOLD_RENDEZVOUS_FILE");
         }
-        self.0.push(cmd.spawn().expect("a worker process"));
-    }
-
-    /// Waits for child `i` at most `limit`: its exit status, its output, how long it took.
-    fn finish(&mut self, i: usize, limit: Duration) -> (ExitStatus, String, Duration) {
-        let t = Instant::now();
-        let c = &mut self.0[i];
-        let status = loop {
-            if let Some(s) = c.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                t.elapsed() < limit,
-                "child {i} still running after {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let mut out = String::new();
-        if let Some(mut o) = c.stdout.take() {
-            o.read_to_string(&mut out).unwrap();
-        }
-        (status, out, t.elapsed())
-    }
-
-    /// Waits for child `i` to print `line`.
-    fn wait_for_line(&mut self, i: usize, line: &str) {
-        let out = self.0[i].stdout.take().unwrap();
-        let mut lines = BufReader::new(out).lines();
-        loop {
-            match lines.next() {
-                Some(Ok(l)) if l.trim() == line => return,
-                Some(Ok(_)) => {}
-                _ => panic!("child {i} ended before printing {line}"),
-            }
+        Meet::File(path) => {
+            cmd.env("CUFOLD_RENDEZVOUS_FILE", path)
+                .env_remove("MASTER_PORT");
         }
     }
+    job.start(&mut cmd);
 }
 
 /// The result line a rank printed.
@@ -293,7 +236,7 @@ fn processes_found_by_the_environment_get_one_devices_bits() {
         let (l, port) = listener();
         let mut job = Job::default();
         for r in 1..ranks {
-            job.spawn(r, ranks, "calls", &Meet::Port(port), 20);
+            spawn(&mut job, r, ranks, "calls", &Meet::Port(port), 20);
         }
         let group = TcpGroup::with_listener(l, ranks, Duration::from_secs(20)).unwrap();
         let mine = calls(&CpuRank::new(Cpu::new(), group)).unwrap();
@@ -328,7 +271,7 @@ fn processes_meet_through_a_shared_file() {
     let path = rendezvous_file("file");
     let mut job = Job::default();
     for r in 0..3 {
-        job.spawn(r, 3, "calls", &Meet::File(&path), 20);
+        spawn(&mut job, r, 3, "calls", &Meet::File(&path), 20);
     }
     let mut lines = Vec::new();
     for i in 0..3 {
@@ -348,8 +291,8 @@ fn a_killed_rank_is_an_error_on_every_survivor_at_once() {
                     // Rank 2 killed; this process is rank 0.
     let (l, port) = listener();
     let mut job = Job::default();
-    job.spawn(1, 3, "survivor", &Meet::Port(port), limit);
-    job.spawn(2, 3, "hang", &Meet::Port(port), limit);
+    spawn(&mut job, 1, 3, "survivor", &Meet::Port(port), limit);
+    spawn(&mut job, 2, 3, "hang", &Meet::Port(port), limit);
     let group = TcpGroup::with_listener(l, 3, Duration::from_secs(limit)).unwrap();
     let rank = CpuRank::new(Cpu::new(), group);
     calls(&rank).unwrap();
@@ -357,7 +300,7 @@ fn a_killed_rank_is_an_error_on_every_survivor_at_once() {
     let t = Instant::now();
     let killer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300)); // rank 0 and 1 wait in the call
-        job.0[1].kill().unwrap();
+        job.child(1).kill().unwrap();
         job
     });
     let e = calls(&rank).unwrap_err();
@@ -375,12 +318,12 @@ fn a_killed_rank_is_an_error_on_every_survivor_at_once() {
     // Rank 0 killed: ranks 1 and 2 see its connection close.
     let path = rendezvous_file("kill0");
     let mut job = Job::default();
-    job.spawn(0, 3, "hang", &Meet::File(&path), limit);
-    job.spawn(1, 3, "survivor", &Meet::File(&path), limit);
-    job.spawn(2, 3, "survivor", &Meet::File(&path), limit);
+    spawn(&mut job, 0, 3, "hang", &Meet::File(&path), limit);
+    spawn(&mut job, 1, 3, "survivor", &Meet::File(&path), limit);
+    spawn(&mut job, 2, 3, "survivor", &Meet::File(&path), limit);
     job.wait_for_line(0, "READY");
     std::thread::sleep(Duration::from_millis(300));
-    job.0[0].kill().unwrap();
+    job.child(0).kill().unwrap();
     for i in [1, 2] {
         let (status, out, took) = job.finish(i, Duration::from_secs(10));
         assert!(status.success(), "{status}: {out}");
@@ -400,7 +343,7 @@ fn a_rank_that_never_comes_is_an_error_within_the_time_limit() {
     // Never starts.
     let (l, port) = listener();
     let mut job = Job::default();
-    job.spawn(1, 3, "calls", &Meet::Port(port), 2);
+    spawn(&mut job, 1, 3, "calls", &Meet::Port(port), 2);
     let t = Instant::now();
     let e = TcpGroup::with_listener(l, 3, limit).unwrap_err();
     assert!(t.elapsed() < limit + Duration::from_secs(2));
@@ -412,8 +355,8 @@ fn a_rank_that_never_comes_is_an_error_within_the_time_limit() {
     // Joins, then never calls.
     let (l, port) = listener();
     let mut job = Job::default();
-    job.spawn(1, 3, "survivor", &Meet::Port(port), 2);
-    job.spawn(2, 3, "hang", &Meet::Port(port), 2);
+    spawn(&mut job, 1, 3, "survivor", &Meet::Port(port), 2);
+    spawn(&mut job, 2, 3, "hang", &Meet::Port(port), 2);
     let rank = CpuRank::new(Cpu::new(), TcpGroup::with_listener(l, 3, limit).unwrap());
     calls(&rank).unwrap();
     let t = Instant::now();
@@ -439,7 +382,7 @@ fn ranks_that_call_with_other_arguments_are_errors_everywhere() {
     let (l, port) = listener();
     let mut job = Job::default();
     for r in 1..3 {
-        job.spawn(r, 3, "mismatch", &Meet::Port(port), 20);
+        spawn(&mut job, r, 3, "mismatch", &Meet::Port(port), 20);
     }
     let group = TcpGroup::with_listener(l, 3, Duration::from_secs(20)).unwrap();
     mismatched(&CpuRank::new(Cpu::new(), group)).unwrap();

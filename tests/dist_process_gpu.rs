@@ -12,9 +12,10 @@ use cufold::dist::{ChunkLayout, GpuRank, Launch, NcclGroup, TcpGroup};
 use cufold::monte_carlo::MonteCarlo;
 use cufold::ops::{Identity, Max, Sum};
 use cufold::{Gpu, ScanKind};
-use std::io::{BufRead, BufReader, Read};
+#[path = "dist_process/job.rs"]
+mod job;
+use job::Job;
 use std::net::TcpListener;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 const WORKER: &str = "CUFOLD_DIST_GPU_WORKER";
@@ -132,67 +133,14 @@ fn worker() {
     std::process::exit(0);
 }
 
-#[derive(Default)]
-struct Job(Vec<Child>);
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Job {
-    fn spawn(&mut self, rank: usize, ranks: usize, mode: &str, port: u16) {
-        let child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "worker", "--nocapture", "--include-ignored"])
-            .env(WORKER, mode)
-            .env("RANK", rank.to_string())
-            .env("WORLD_SIZE", ranks.to_string())
-            .env("LOCAL_RANK", rank.to_string())
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", port.to_string())
-            .env("CUFOLD_TIMEOUT", "60")
-            .env_remove("CUFOLD_RENDEZVOUS_FILE")
-            .env_remove("CUFOLD_MASTER_PORT")
-            .env_remove("TORCHELASTIC_USE_AGENT_STORE")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        self.0.push(child);
-    }
-
-    fn finish(&mut self, i: usize, limit: Duration) -> (ExitStatus, String) {
-        let t = Instant::now();
-        let c = &mut self.0[i];
-        let status = loop {
-            if let Some(s) = c.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                t.elapsed() < limit,
-                "child {i} still running after {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let mut out = String::new();
-        if let Some(mut o) = c.stdout.take() {
-            o.read_to_string(&mut out).unwrap();
-        }
-        (status, out)
-    }
-
-    fn wait_for_line(&mut self, i: usize, line: &str) {
-        let out = self.0[i].stdout.take().unwrap();
-        for l in BufReader::new(out).lines() {
-            if l.unwrap().trim() == line {
-                return;
-            }
-        }
-        panic!("child {i} ended before printing {line}");
-    }
+/// Starts rank `rank` of `ranks` as a process of this binary in `mode`, meeting the others
+/// at `port`.
+fn spawn(job: &mut Job, rank: usize, ranks: usize, mode: &str, port: u16) {
+    let mut cmd = job::worker(WORKER, mode, rank, ranks, 60);
+    cmd.arg("--include-ignored")
+        .env("MASTER_PORT", port.to_string())
+        .env_remove("CUFOLD_RENDEZVOUS_FILE");
+    job.start(&mut cmd);
 }
 
 /// The machine's GPUs, or `None` (and a message) with fewer than two.
@@ -211,7 +159,7 @@ fn rank_0(ranks: usize, mode: &str) -> (Job, GpuRank<NcclGroup>) {
     let port = l.local_addr().unwrap().port();
     let mut job = Job::default();
     for r in 1..ranks {
-        job.spawn(r, ranks, mode, port);
+        spawn(&mut job, r, ranks, mode, port);
     }
     let tcp = TcpGroup::with_listener(l, ranks, Duration::from_secs(60)).unwrap();
     let gpu = Gpu::open(0).unwrap();
@@ -227,7 +175,7 @@ fn nccl_between_processes_has_one_gpus_bits() {
         let (mut job, rank) = rank_0(ranks, "calls");
         let mut lines = vec![calls(&rank).unwrap()];
         for i in 0..ranks - 1 {
-            let (status, out) = job.finish(i, Duration::from_secs(120));
+            let (status, out, _) = job.finish(i, Duration::from_secs(120));
             assert!(status.success(), "rank {}: {status}: {out}", i + 1);
             lines.push(
                 out.lines()
@@ -256,7 +204,7 @@ fn a_killed_process_is_an_error_and_a_new_group_works() {
     job.wait_for_line(0, "READY");
     let mut job = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(500));
-        job.0[0].kill().unwrap();
+        job.child(0).kill().unwrap();
         job
     })
     .join()
@@ -293,7 +241,7 @@ fn a_rank_that_never_joins_nccl_is_an_error() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let mut job = Job::default();
-    job.spawn(1, 2, "never", port);
+    spawn(&mut job, 1, 2, "never", port);
     let tcp = TcpGroup::with_listener(l, 2, Duration::from_secs(60)).unwrap();
     let gpu = Gpu::open(0).unwrap();
     let t = Instant::now();
@@ -311,7 +259,7 @@ fn processes_that_call_with_other_arguments_get_errors() {
     }
     let (mut job, rank) = rank_0(2, "mismatch");
     mismatched(&rank).unwrap();
-    let (status, out) = job.finish(0, Duration::from_secs(120));
+    let (status, out, _) = job.finish(0, Duration::from_secs(120));
     assert!(status.success(), "{status}: {out}");
 }
 
