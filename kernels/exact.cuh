@@ -205,6 +205,13 @@ __device__ __forceinline__ u64 round_digits(bool neg, const u64* mag, int len, i
     return bits | ((u64)neg << (mant + exp));
 }
 
+// An exact zero's bits: -0 only when every element was -0 (at least one), else +0 (the Rust
+// half's zero_bits).
+__device__ __forceinline__ u64 zero_bits(u64 flags, int mant, int exp) {
+    const bool minus = (flags & SEEN) != 0 && (flags & NOT_NEG_ZERO) == 0;
+    return minus ? 1ull << (mant + exp) : 0ull;
+}
+
 // ExactSum's finish: the exact sum rounded once.
 template <class T> __device__ __forceinline__ T sum_of(const ExactAcc<exact_traits<T>::K>& a) {
     typedef exact_traits<T> F;
@@ -216,11 +223,7 @@ template <class T> __device__ __forceinline__ T sum_of(const ExactAcc<exact_trai
     bool zero = true;
 #pragma unroll
     for (int i = 0; i < K; ++i) zero &= mag[i] == 0;
-    if (zero) {
-        // -0 only when every element was -0 (at least one).
-        const bool minus = (a.flags & SEEN) != 0 && (a.flags & NOT_NEG_ZERO) == 0;
-        return F::of(minus ? 1ull << (F::MANT + F::EXP) : 0ull);
-    }
+    if (zero) return F::of(zero_bits(a.flags, F::MANT, F::EXP));
     return F::of(round_digits(neg, mag, K, F::LOW, false, F::MANT, F::EXP));
 }
 
@@ -239,10 +242,7 @@ template <class T> __device__ __forceinline__ T mean_of(const ExactAcc<exact_tra
     bool zero = true;
 #pragma unroll
     for (int i = 0; i < K; ++i) zero &= mag[i] == 0;
-    if (zero) {
-        const bool minus = (a.flags & SEEN) != 0 && (a.flags & NOT_NEG_ZERO) == 0;
-        return F::of(minus ? 1ull << (F::MANT + F::EXP) : 0ull);
-    }
+    if (zero) return F::of(zero_bits(a.flags, F::MANT, F::EXP));
     u64 q[K + 1];
     q[K] = mag[K - 1] / n;
     u64 rem = mag[K - 1] % n;
