@@ -249,6 +249,14 @@ fn same_device(a: &Tensor, b: &Tensor, op: &'static str) -> Result<()> {
     Ok(())
 }
 
+/// The elements of the contiguous tensor `t` in its CPU storage `s`.
+fn cpu_slice<'a, T: Elem>(s: &'a CpuStorage, t: &Tensor) -> Result<&'a [T]> {
+    let (start, end) = t.layout().contiguous_offsets().ok_or_else(|| {
+        candle_core::Error::Msg("a strided tensor where a contiguous one was made".into())
+    })?;
+    Ok(&s.as_slice::<T>()?[start..end])
+}
+
 /// The offsets as u64 for the CPU: `U32` or `I64`, none negative.
 fn cpu_offsets(offsets: &Tensor) -> Result<Vec<u64>> {
     match offsets.dtype() {
@@ -293,8 +301,7 @@ where
     let storage = x.storage_and_layout().0;
     let r = match &*storage {
         Storage::Cpu(s) => {
-            let (start, _) = x.layout().contiguous_offsets().expect("contiguous");
-            let xs = &s.as_slice::<T>()?[start..start + x.elem_count()];
+            let xs = cpu_slice::<T>(s, &x)?;
             let offs = cpu_offsets(&offsets)?;
             let out = Cpu::new().reduce_segments(xs, &offs, op).map_err(cf)?;
             // SAFETY: device values are valid as zero bits (cufold's DeviceValue bound).
@@ -333,10 +340,17 @@ where
     }
     let storage = x.storage_and_layout().0;
     let r = match &*storage {
-        Storage::Cpu(_) => {
-            let ks = keys.to_vec1::<K>()?;
-            let xs = x.to_vec1::<T>()?;
-            let r = Cpu::new().reduce_by_key(&ks, &xs, op).map_err(cf)?;
+        Storage::Cpu(s) => {
+            // Both are contiguous (`flat`): read in place, as segment_reduce does.
+            let xs = cpu_slice::<T>(s, &x)?;
+            let k_storage = keys.storage_and_layout().0;
+            let Storage::Cpu(k) = &*k_storage else {
+                return Err(candle_core::Error::Msg(
+                    "reduce_by_key: keys not on the CPU".into(),
+                ));
+            };
+            let ks = cpu_slice::<K>(k, &keys)?;
+            let r = Cpu::new().reduce_by_key(ks, xs, op).map_err(cf)?;
             let n = r.keys.len();
             let lengths: Vec<i64> = r.lengths.into_iter().map(|l| l as i64).collect();
             Ok((
