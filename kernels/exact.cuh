@@ -290,24 +290,241 @@ template <class T> struct ExactMean : ExactSum<T> {
     __device__ T finish(typename ExactSum<T>::Acc a, u64 n) const { return exact::mean_of<T>(a, n); }
 };
 
-// A thread's run (cf::Run): elements added into the chunks with no carry, which are
-// propagated every RUN_ADDS elements and at the end; the same canonical accumulator as
-// lift and combine give.
-template <class Op> struct ExactRun : EachAdd<ExactRun<Op>> {
+// A thread's run (cf::Run). Elements are summed in double-precision expansions held in
+// registers, and only what they cannot hold goes into the integer accumulator:
+//
+// - Each element, converted to double (exact for every format), is added into the first
+//   term of one of E independent expansions (element i of a load into expansion i % E, for
+//   instruction-level parallelism) with TwoSum, whose error (exact: a + b - RN(a + b)) goes
+//   into the next term the same way, for L terms (f32, f16, bf16: 2; f64: 3). A term is
+//   only touched when the error above it is not zero: for f32 input, whose 24-bit
+//   significands mostly fit under a double's, the first error is usually zero already.
+// - An error still left after the last term is *spilled*: deposited into the accumulator
+//   exactly (rare on ordinary data; most elements on data whose exponents span hundreds of
+//   binades).
+// - An element that is not finite, or whose magnitude is 1e288 or more, is not added to the
+//   expansions but deposited directly (add_element: flags, exact digits), so the terms
+//   never overflow (n 1e288 < DBL_MAX for every n < 2^64) and never see an infinity or NaN.
+// - The end deposits every term into the accumulator, sets the flags the terms imply and
+//   carries once.
+//
+// Every step is exact: the terms and the spilled digits always sum to the elements' exact
+// sum, so the end's accumulator is the canonical one of lift and combine (the value has one
+// canonical form). The first terms start at -0.0: a first term ends -0.0 only if every
+// element added to it was -0.0 (RN(x + y) is -0.0 only for -0.0 + -0.0), which gives the
+// flags their sign-of-zero rule without a per-element test.
+template <class T> struct exact_fast;
+template <> struct exact_fast<float> {
+    static constexpr int E = 4, L = 2;
+    static __device__ __forceinline__ double up(float x) { return (double)x; }
+};
+template <> struct exact_fast<double> {
+    static constexpr int E = 2, L = 3;
+    static __device__ __forceinline__ double up(double x) { return x; }
+};
+template <> struct exact_fast<f16> {
+    static constexpr int E = 4, L = 2;
+    static __device__ __forceinline__ double up(f16 x) { return (double)cf::up(x); }
+};
+template <> struct exact_fast<bf16> {
+    static constexpr int E = 4, L = 2;
+    static __device__ __forceinline__ double up(bf16 x) { return (double)cf::up(x); }
+};
+
+namespace exact {
+
+// The largest magnitude the expansions take (below 2^960: n of them sum below DBL_MAX).
+constexpr double FAST_MAX = 1e288;
+
+// A finite double v, a whole multiple of 2^low, as at most three signed parts c[j] to add
+// at chunks at[j] of a K-chunk accumulator (a part for a chunk past the top one is shifted
+// into the top one): the parts deposit_double adds. Returns how many.
+__device__ __forceinline__ int split_double(double v, int low, int k, i64 (&c)[3], int (&at)[3]) {
+    const u64 b = (u64)__double_as_longlong(v);
+    const u64 e = (b >> 52) & 0x7ff;
+    u64 mant = b & ((1ull << 52) - 1);
+    if (e == 0 && mant == 0) return 0;
+    if (e != 0) mant |= 1ull << 52;
+    int pos = (int)(e == 0 ? 1 : e) - 1075 - low;
+    if (pos < 0) {  // the bits below 2^low are zero
+        mant >>= -pos;
+        pos = 0;
+    }
+    const int i = pos / DIGIT, s = pos % DIGIT;
+    const bool neg = (b >> 63) != 0;
+    const i64 part[3] = {(i64)(mant << s) & MASK, (i64)(mant >> (DIGIT - s)) & MASK,
+                         s > 2 * DIGIT - 64 ? (i64)(mant >> (2 * DIGIT - s)) : 0};
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+        const int idx = i + j;
+        const int sh = idx < k - 1 ? 0 : DIGIT * (idx - (k - 1));
+        const i64 p = sh < 64 ? (i64)((u64)part[j] << sh) : 0;  // a part past 2^64 is zero
+        c[j] = neg ? -p : p;
+        at[j] = idx < k - 1 ? idx : k - 1;
+    }
+    return 3;
+}
+
+// A finite double v, a whole multiple of 2^low (every sum and TwoSum error of elements
+// is), added into c (not normalised).
+template <int K> __device__ __forceinline__ void deposit_double(i64 (&c)[K], double v, int low) {
+    i64 part[3];
+    int at[3];
+    const int parts = split_double(v, low, K, part, at);
+    for (int j = 0; j < parts; ++j) c[at[j]] += part[j];
+}
+
+// RN(a + b) into a, the exact error a + b - RN(a + b) returned (Knuth's TwoSum).
+__device__ __forceinline__ double two_sum_into(double& a, double b) {
+    const double s = a + b;
+    const double bp = s - a;
+    const double err = (a - (s - bp)) + (b - bp);
+    a = s;
+    return err;
+}
+
+}  // namespace exact
+
+template <class Op> struct ExactRun {
+    typedef typename Op::In In;
     typedef typename Op::Acc Acc;
-    struct State { Acc acc; unsigned adds; };
-    static __device__ __forceinline__ State start(const Op& op) { return State{op.identity(), 0u}; }
-    static __device__ __forceinline__ void add(const Op&, State& s, typename Op::In x, u64) {
-        exact::add_element(s.acc.chunk, s.acc.flags, x);
+    typedef exact_traits<In> F;
+    typedef exact_fast<In> X;
+    static constexpr int E = X::E, L = X::L;
+    struct State {
+        double t[E][L];
+        Acc spill;      // spilled digits and the flags of the elements deposited directly,
+                        // set to zero when first needed (most runs never need it)
+        unsigned adds;  // deposits into spill since its last carry
+        bool seen, used;
+    };
+    static __device__ __forceinline__ State start(const Op& op) {
+        State s;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            s.t[e][0] = -0.0;
+#pragma unroll
+            for (int l = 1; l < L; ++l) s.t[e][l] = 0.0;
+        }
+        s.adds = 0;
+        s.seen = false;
+        s.used = false;
+        return s;
+    }
+    static __device__ __forceinline__ void use(State& s) {
+        if (!s.used) {
+#pragma unroll
+            for (int i = 0; i < F::K; ++i) s.spill.chunk[i] = 0;
+            s.spill.flags = 0;
+            s.used = true;
+        }
+    }
+    static __device__ __forceinline__ void counted(State& s) {
         if (++s.adds == exact::RUN_ADDS) {
-            exact::normalize(s.acc.chunk);
+            exact::normalize(s.spill.chunk);
             s.adds = 0;
         }
     }
-    static __device__ __forceinline__ Acc end(const Op&, State s) {
-        exact::normalize(s.acc.chunk);
-        return s.acc;
+    // x (finite, below FAST_MAX) into expansion e.
+    static __device__ __forceinline__ void expand(State& s, int e, double x) {
+        double r = x;
+#pragma unroll
+        for (int l = 0; l < L; ++l) {
+            r = exact::two_sum_into(s.t[e][l], r);
+            if (r == 0.0) return;
+        }
+        use(s);
+        exact::deposit_double(s.spill.chunk, r, F::LOW);
+        counted(s);
     }
+    static __device__ __forceinline__ void direct(State& s, In x) {
+        use(s);
+        exact::add_element(s.spill.chunk, s.spill.flags, x);
+        counted(s);
+    }
+    static __device__ __forceinline__ void add(const Op&, State& s, In x, u64) {
+        s.seen = true;
+        const double d = X::up(x);
+        if (fabs(d) < exact::FAST_MAX) expand(s, 0, d);
+        else direct(s, x);
+    }
+    template <int VEC>
+    static __device__ __forceinline__ void add_all(const Op&, State& s, const In (&v)[VEC], u64) {
+        s.seen = true;
+        double d[VEC];
+        bool fast = true;
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            d[i] = X::up(v[i]);
+            fast &= fabs(d[i]) < exact::FAST_MAX;  // false for NaN
+        }
+        if (fast) {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) expand(s, i % E, d[i]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) {
+                if (fabs(d[i]) < exact::FAST_MAX) expand(s, i % E, d[i]);
+                else direct(s, v[i]);
+            }
+        }
+    }
+    // The flags the terms imply (see above).
+    static __device__ __forceinline__ u64 term_flags(const State& s) {
+        bool not_neg_zero = false;
+#pragma unroll
+        for (int e = 0; e < E; ++e) not_neg_zero |= (u64)__double_as_longlong(s.t[e][0]) != (1ull << 63);
+        return s.seen ? exact::SEEN | (not_neg_zero ? exact::NOT_NEG_ZERO : 0ull) : 0ull;
+    }
+    static __device__ __forceinline__ Acc end(const Op&, State s) {
+        use(s);
+        // Each chunk is below (RUN_ADDS + E L) 2^48 in magnitude after the deposits below.
+        Acc a = s.spill;
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+#pragma unroll
+            for (int l = 0; l < L; ++l) exact::deposit_double(a.chunk, s.t[e][l], F::LOW);
+        a.flags |= term_flags(s);
+        exact::normalize(a.chunk);
+        return a;
+    }
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)  // (not in the host check)
+    // The block's accumulator, meaningful in thread 0, from every thread's state: the threads
+    // add their terms' digits and their (carried) spilled digits into one accumulator in
+    // shared memory (smem[0]) with integer atomics, which commute, and thread 0 carries it
+    // once. Far cheaper than a tree of 8 (K + 1)-byte accumulators through shuffles; the
+    // same value, so the same canonical bits. Every thread of the block calls it.
+    template <int BLOCK> static __device__ __forceinline__ Acc block_end(const Op&, State& s, Acc* smem) {
+        unsigned long long* w = reinterpret_cast<unsigned long long*>(&smem[0]);
+        for (int i = threadIdx.x; i < F::K + 1; i += BLOCK) w[i] = 0;
+        __syncthreads();
+        // Each chunk receives below BLOCK (1 + E L) 2^48 in magnitude: far from 2^63.
+        if (s.used) {
+            exact::normalize(s.spill.chunk);
+            for (int i = 0; i < F::K; ++i)
+                if (s.spill.chunk[i] != 0) atomicAdd(&w[i], (unsigned long long)s.spill.chunk[i]);
+        }
+        i64 c[3];
+        int at[3];
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+#pragma unroll
+            for (int l = 0; l < L; ++l) {
+                const int parts = exact::split_double(s.t[e][l], F::LOW, F::K, c, at);
+                for (int j = 0; j < parts; ++j)
+                    if (c[j] != 0) atomicAdd(&w[at[j]], (unsigned long long)c[j]);
+            }
+        const unsigned f = __reduce_or_sync(0xffffffffu, (unsigned)(term_flags(s) | (s.used ? s.spill.flags : 0ull)));
+        if ((threadIdx.x & 31) == 0 && f != 0) atomicOr(&w[F::K], (unsigned long long)f);
+        __syncthreads();
+        Acc a;
+        if (threadIdx.x == 0) {
+            a = smem[0];
+            exact::normalize(a.chunk);
+        }
+        return a;
+    }
+#endif
 };
 template <class T> struct Run<ExactSum<T>> : ExactRun<ExactSum<T>> {};
 template <class T> struct Run<ExactMean<T>> : ExactRun<ExactMean<T>> {};

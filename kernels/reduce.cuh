@@ -182,7 +182,14 @@ __device__ __forceinline__ void run_loads(const Op& op, const Loader& ld, typena
 // gets the block's result. BLOCK threads may also be one warp of a block whose warps reduce
 // different segments (kernels/segment.cuh: BLOCK = 32, no block stage, lane 0 gets the
 // result); `warp` is the calling warp's place among the BLOCK threads.
-template <class Op, int BLOCK, int K, int VEC, class Loader>
+//
+// WHOLE: the BLOCK threads are the whole block, and a run state with a `block_end` (ExactSum's:
+// integer atomics in shared memory) joins the threads' states with it instead.
+template <class R, class = void> struct has_block_end { static constexpr bool value = false; };
+template <class R> struct has_block_end<R, typename void_type<decltype(&R::template block_end<32>)>::type> {
+    static constexpr bool value = true;
+};
+template <class Op, int BLOCK, int K, int VEC, bool WHOLE = false, class Loader>
 __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader& ld, u64 first, u64 tiles, u64 n,
                                                      typename Op::Acc* smem, int warp) {
     typedef Run<Op> R;
@@ -195,6 +202,7 @@ __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader&
         if (tbase >= n) break;
         run_loads<Op, K, VEC, 32>(op, ld, st, tbase + (u64)warp * SEG * K + (u64)lane * VEC, tbase + TILE <= n, n);
     }
+    if constexpr (WHOLE && has_block_end<R>::value) return R::template block_end<BLOCK>(op, st, smem);
     typename Op::Acc acc = R::end(op, st);
     acc = warp_reduce(op, acc);
     return block_reduce_warps<BLOCK>(op, acc, smem);
@@ -224,7 +232,7 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
     const u64 first = (u64)blockIdx.x * tiles_per_block * TILE;
     Acc total = op.identity();
     if constexpr (ORDER_FREE) {
-        total = free_run<Op, BLOCK, K, VEC>(op, ld, first, tiles_per_block, n, smem[0], (int)(threadIdx.x >> 5));
+        total = free_run<Op, BLOCK, K, VEC, true>(op, ld, first, tiles_per_block, n, smem[0], (int)(threadIdx.x >> 5));
     } else {
         for (u64 j = 0; j < tiles_per_block; ++j) {
             const u64 base = first + j * TILE;

@@ -390,7 +390,8 @@ mod host;
 
 /// Reads lines `0 T n x_1 .. x_n` (T: 0 f32, 1 f64, 2 f16, 3 bf16; the elements' bits in
 /// hex) and prints the accumulator of `combine(acc, lift(x))` folded left (its words in
-/// hex), whether a thread's run (`cf::Run`) gives the same words, and the bits of ExactSum's
+/// hex), whether a thread's run (`cf::Run`, element by element and by whole loads) gives
+/// the same words, and the bits of ExactSum's
 /// and ExactMean's finish (`-` for the mean of nothing); lines `1 T n w_0 .. w_K` print
 /// ExactMean's finish of the accumulator of these words over n.
 const DRIVER: &str = r#"
@@ -400,19 +401,31 @@ template <class T> void fold(int n) {
     typedef cf::Run<Op> R;
     Op op;
     Acc acc = op.identity();
-    typename R::State st = R::start(op);
+    // One run adds every element alone, the other whole loads of VEC (as a kernel's full
+    // tiles do) and the rest alone.
+    constexpr int VEC = sizeof(T) >= 4 ? 16 / (int)sizeof(T) : 8;
+    typename R::State st = R::start(op), st_all = R::start(op);
+    std::vector<T> xs(n);
     for (int i = 0; i < n; ++i) {
         unsigned long long b;
         if (std::scanf("%llx", &b) != 1) std::exit(2);
         const T x = cf::exact_traits<T>::of(b);
+        xs[i] = x;
         acc = op.combine(acc, op.lift(x, i));
         R::add(op, st, x, i);
     }
-    const Acc run = R::end(op, st);
+    int i = 0;
+    for (; i + VEC <= n; i += VEC) {
+        T v[VEC];
+        for (int j = 0; j < VEC; ++j) v[j] = xs[i + j];
+        R::template add_all<VEC>(op, st_all, v, i);
+    }
+    for (; i < n; ++i) R::add(op, st_all, xs[i], i);
+    const Acc run = R::end(op, st), run_all = R::end(op, st_all);
     unsigned long long w[sizeof(Acc) / 8];
     std::memcpy(w, &acc, sizeof(Acc));
     for (unsigned long long v : w) std::printf("%llx ", v);
-    std::printf("%d %llx ", std::memcmp(&acc, &run, sizeof(Acc)) == 0,
+    std::printf("%d %llx ", std::memcmp(&acc, &run, sizeof(Acc)) == 0 && std::memcmp(&acc, &run_all, sizeof(Acc)) == 0,
                 cf::exact_traits<T>::bits(op.finish(acc, n)));
     if (n == 0) std::printf("-\n");
     else std::printf("%llx\n", cf::exact_traits<T>::bits(cf::ExactMean<T>().finish(acc, n)));
@@ -531,6 +544,33 @@ fn the_cuda_half_compiled_for_the_host_has_the_rust_bits() {
         host_case(0, &wide_exponents::<f32>(n, &mut r), &mut input, &mut want);
         host_case(2, &wide_exponents::<f16>(n, &mut r), &mut input, &mut want);
         host_case(3, &wide_exponents::<bf16>(n, &mut r), &mut input, &mut want);
+    }
+    // Ordinary data (the runs' expansions hold nearly all of it), with specials, huge
+    // elements and signed zeros dropped into some loads, and zeros alone.
+    use rand::Rng;
+    for n in [3usize, 64, 5000, 30_000] {
+        let u64s: Vec<f64> = (0..n).map(|_| r.random::<f64>()).collect();
+        let u32s: Vec<f32> = (0..n).map(|_| r.random::<f32>()).collect();
+        let signed: Vec<f64> = (0..n).map(|_| r.random::<f64>() - 0.5).collect();
+        host_case(1, &u64s, &mut input, &mut want);
+        host_case(0, &u32s, &mut input, &mut want);
+        host_case(1, &signed, &mut input, &mut want);
+        let mut spiked = u64s.clone();
+        let mut spiked32 = u32s.clone();
+        for (k, v) in [f64::INFINITY, 1e300, -1e300, 1e288, f64::MAX, -0.0, 0.0]
+            .into_iter()
+            .enumerate()
+        {
+            spiked[(k * 7919) % n] = v;
+            spiked32[(k * 7919) % n] = v as f32;
+        }
+        host_case(1, &spiked, &mut input, &mut want);
+        host_case(0, &spiked32, &mut input, &mut want);
+        host_case(1, &vec![-0.0f64; n], &mut input, &mut want);
+        host_case(0, &vec![-0.0f32; n], &mut input, &mut want);
+        let mut zeros = vec![-0.0f32; n];
+        zeros[n / 2] = 0.0;
+        host_case(0, &zeros, &mut input, &mut want);
     }
     // Many elements of full significands into one chunk: a run must carry on the way.
     host_case(1, &vec![2.0 - f64::EPSILON; 40_000], &mut input, &mut want);

@@ -124,6 +124,36 @@ fn random_sums_on_the_gpu_have_the_cpus_bits() {
         check_reduce(&wide_exponents::<f16>(n, &mut r), "wide f16");
         check_reduce(&wide_exponents::<bf16>(n, &mut r), "wide bf16");
     }
+    // Ordinary data, which the runs' expansions hold nearly all of, alone and with an
+    // infinity, huge elements or signed zeros in some loads; and zeros alone.
+    use rand::Rng;
+    for &n in SIZES.iter().filter(|&&n| n >= 8) {
+        let u: Vec<f64> = (0..n).map(|_| r.random::<f64>()).collect();
+        let s: Vec<f64> = (0..n).map(|_| r.random::<f64>() - 0.5).collect();
+        let u32s: Vec<f32> = (0..n).map(|_| r.random::<f32>()).collect();
+        check_reduce(&u, "uniform f64");
+        check_reduce(&s, "signed f64");
+        check_reduce(&u32s, "uniform f32");
+        let (mut spiked, mut spiked32) = (u.clone(), u32s.clone());
+        let at = |k: usize| (k * 7919 + n / 3) % n;
+        for (k, v) in [1e300, -1e300, 1e288, f64::MAX, -0.0]
+            .into_iter()
+            .enumerate()
+        {
+            spiked[at(k)] = v;
+        }
+        for (k, v) in [3e38, -3e38, 1e30, f32::MAX, -0.0].into_iter().enumerate() {
+            spiked32[at(k)] = v;
+        }
+        check_reduce(&spiked, "uniform f64 with spikes");
+        check_reduce(&spiked32, "uniform f32 with spikes");
+        spiked[at(7)] = f64::NEG_INFINITY;
+        check_reduce(&spiked, "uniform f64 with spikes and -inf");
+        check_reduce(&vec![-0.0f64; n], "-0 f64");
+        let mut zeros = vec![-0.0f32; n];
+        zeros[n - 1] = 0.0;
+        check_reduce(&zeros, "-0 and one +0 f32");
+    }
     for e in [2, 8, 16, 24, 32, 40] {
         check_reduce(
             &gen_sum::<f64>(100_003, 10f64.powi(e), &mut r),
