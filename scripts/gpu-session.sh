@@ -20,6 +20,8 @@
 #                                        same call
 #   bash scripts/gpu-session.sh mc       fused Monte Carlo samples/s beside PyTorch's
 #                                        (scripts/mc_peers.py), same call
+#   bash scripts/gpu-session.sh exact    exact and compensated sums beside the plain sum, torch,
+#                                        CuPy and CUB (plain and deterministic), with errors
 #   bash scripts/gpu-session.sh candle   the candle adapter (scripts/stage.sh --candle): its
 #                                        tests, the top-p example, and its bench beside candle's
 #                                        own ops on the same tensors
@@ -35,7 +37,7 @@ export CUFOLD_CACHE_DIR=/tmp/cufold-cache
 for z in .gpu/bin/*.gz; do [[ -e $z ]] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
 # Benches are staged as test-* binaries (cargo builds them in the test profile); they are not
 # tests, so take them out of the test run.
-for b in reduce gpu_reduce gpu_scan gpu_monte_carlo gpu_segment gpu_dist; do
+for b in reduce gpu_reduce gpu_scan gpu_monte_carlo gpu_segment gpu_dist gpu_exact; do
   [[ -e .gpu/bin/test-$b ]] && mv ".gpu/bin/test-$b" ".gpu/bin/bench-$b"
 done
 # The proc-macro crate's own unit tests link the Rust toolchain's libstd dynamically, which
@@ -169,6 +171,30 @@ candle)
   run_examples | tee "$out/examples.txt" || status=1
   .gpu/bin/bench-candle_ops 2>&1 | tee "$out/candle_ops.txt"
   exit $status
+  ;;
+exact)
+  # Exact and compensated sums beside the plain one (benches/gpu_exact.rs), then the peers on
+  # the same distributions: torch and CuPy (scripts/exact_peers.py) and CUB's plain and
+  # deterministic sums (scripts/cub_exact.cu), each with its error against the exact sum.
+  # EXACT_LOG2 / EXACT_DATA narrow the runs.
+  lg=${EXACT_LOG2:-20,24,28} data=${EXACT_DATA:-uniform,normal,wide,illcond}
+  .gpu/bin/bench-gpu_exact --log2 "$lg" --data "$data" --json "$out/exact.json" 2>&1 | tee "$out/exact.txt"
+  echo "cufold exit ${PIPESTATUS[0]}"
+  python3 scripts/exact_peers.py --log2 "$lg" --data "$data" --json "$out/exact_peers.json" 2>&1 |
+    tee "$out/exact_peers.txt"
+  echo "peers exit ${PIPESTATUS[0]}"
+  # A newer CCCL than the toolkit's (for the deterministic sum), when staged as .gpu/cccl.tgz.
+  inc=()
+  if [[ -e .gpu/cccl.tgz ]]; then mkdir -p /tmp/cccl && tar xzf .gpu/cccl.tgz -C /tmp/cccl && inc=(-I/tmp/cccl/cccl); fi
+  if nvcc -O3 -std=c++17 -arch=sm_90 "${inc[@]}" scripts/cub_exact.cu -o /tmp/cub_exact 2> "$out/cub_exact_build.txt"; then
+    for t in f32 f64; do
+      for l in ${lg//,/ }; do
+        for d in ${data//,/ }; do /tmp/cub_exact $t "$l" "$d" 50; done
+      done
+    done 2>&1 | tee "$out/cub_exact.txt"
+  else
+    echo "cub_exact did not build:"; tail -20 "$out/cub_exact_build.txt"
+  fi
   ;;
 mc)
   .gpu/bin/bench-gpu_monte_carlo --json "$out/mc.json" 2>&1 | tee "$out/mc.txt"
