@@ -33,7 +33,7 @@ for line in sys.stdin:
         # a bench built by `cargo test --no-run` has the test profile: it stays a bench
         kind = "bench" if "bench" in kinds else ("test" if m["profile"]["test"] else kinds[0])
         if sys.argv[1] == "--tests" and kind == "bench": continue
-        # The adapter's CPU tests run in CI; its lib's unit tests have nothing for a GPU.
+        # The adapter CPU tests run in CI, and its lib unit tests have nothing for a GPU.
         if sys.argv[1] == "--candle" and m["target"]["name"] in ("cufold_candle", "cpu"): continue
         print(kind, m["target"]["name"], m["executable"])
 ' "$what" >>"$list"; }
