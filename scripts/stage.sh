@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds the tests, benches and examples in release mode (with the nccl feature) on a
+# Builds the tests and examples (in the light gpu-test profile) and the benches (in release),
+# with the nccl feature, on a
 # machine without a GPU and gathers the binaries, stripped, in .gpu/bin of the repository,
 # with two runners, so that a CUDA machine with no Rust toolchain can run them:
 #
 #   bash scripts/stage.sh            tests, benches and examples
 #   bash scripts/stage.sh --tests    tests and examples only (faster)
+#   bash scripts/stage.sh --benches [NAME,NAME]   benches only (all, or the ones named)
 #   bash scripts/stage.sh --candle   the candle adapter's tests, example and bench, with CUDA
 #                                    (built inside scripts/candle-toolkit.sh, in target/cuda;
 #                                    each binary carries candle's kernels: stage them apart)
@@ -32,25 +34,34 @@ for line in sys.stdin:
         kinds = m["target"]["kind"]
         # a bench built by `cargo test --no-run` has the test profile: it stays a bench
         kind = "bench" if "bench" in kinds else ("test" if m["profile"]["test"] else kinds[0])
-        if sys.argv[1] == "--tests" and kind == "bench": continue
+        # Benches come from their own release build (collect bench) only.
+        if (sys.argv[1] == "bench") != (kind == "bench"): continue
         # The adapter CPU tests run in CI, and its lib unit tests have nothing for a GPU.
         if sys.argv[1] == "--candle" and m["target"]["name"] in ("cufold_candle", "cpu"): continue
         print(kind, m["target"]["name"], m["executable"])
-' "$what" >>"$list"; }
+' "${1:-$what}" >>"$list"; }
 if [[ $what == --candle ]]; then
   export CARGO_TARGET_DIR=target/cuda
   tk=scripts/candle-toolkit.sh
   bash $tk cargo test -p cufold-candle --features cuda --release --no-run --message-format=json | collect
-  bash $tk cargo build -p cufold-candle --features cuda --release --examples --benches \
+  bash $tk cargo build -p cufold-candle --features cuda --release --examples \
     --message-format=json | collect
+  bash $tk cargo build -p cufold-candle --features cuda --release --benches \
+    --message-format=json | collect bench
 else
   # The candle adapter is staged apart (--candle): its binaries carry candle's kernels.
-  cargo test --workspace --exclude cufold-candle --features nccl --release --no-run \
-    --message-format=json | collect
-  targets=(--examples)
-  [[ $what == --tests ]] || targets+=(--benches)
-  cargo build --workspace --exclude cufold-candle --features nccl --release "${targets[@]}" \
-    --message-format=json | collect
+  # Tests and examples in the light gpu-test profile (Cargo.toml), benches in release.
+  if [[ $what != --benches ]]; then
+    cargo test --workspace --exclude cufold-candle --features nccl --profile gpu-test --no-run \
+      --message-format=json | collect
+    cargo build --workspace --exclude cufold-candle --features nccl --profile gpu-test --examples \
+      --message-format=json | collect
+  fi
+  if [[ $what != --tests ]]; then
+    benches=(--benches)
+    [[ -n ${2:-} ]] && benches=($(printf -- '--bench %s ' ${2//,/ }))
+    cargo build -p cufold --features nccl --release "${benches[@]}" --message-format=json | collect bench
+  fi
 fi
 sort -u "$list" | while read -r kind name exe; do
   # Not for the CUDA machine: the proc-macro crate's tests (they link the toolchain's
