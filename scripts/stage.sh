@@ -36,8 +36,6 @@ for line in sys.stdin:
         kind = "bench" if "bench" in kinds else ("test" if m["profile"]["test"] else kinds[0])
         # Benches come from their own release build (collect bench) only.
         if (sys.argv[1] == "bench") != (kind == "bench"): continue
-        # The adapter CPU tests run in CI, and its lib unit tests have nothing for a GPU.
-        if sys.argv[1] == "--candle" and m["target"]["name"] in ("cufold_candle", "cpu"): continue
         print(kind, m["target"]["name"], m["executable"])
 ' "${1:-$what}" >>"$list"; }
 if [[ $what == --candle ]]; then
@@ -67,6 +65,14 @@ sort -u "$list" | while read -r kind name exe; do
   # Not for the CUDA machine: the proc-macro crate's tests (they link the toolchain's
   # libstd), the report generator's, and the debug builds' law check (off in release).
   case $name in cufold_macros | cufold-report | law_debug_check) continue ;; esac
+  # Tests with nothing for a GPU (no test ignored as needing one) run in CI, not there: the
+  # libraries' unit tests and the CPU-only test files.
+  if [[ $kind == test ]]; then
+    case $name in cufold | cufold_candle) continue ;; esac
+    src=tests/$name.rs
+    [[ $what == --candle ]] && src=candle/tests/$name.rs
+    [[ -e $src ]] && ! grep -q 'ignore = "needs' "$src" && continue
+  fi
   dest=.gpu/bin/$kind-$name
   [[ -e $dest ]] && continue
   cp "$exe" "$dest" && strip "$dest" 2>/dev/null || true
