@@ -329,8 +329,11 @@ impl<C: Collective> GpuRank<C> {
                     self.gpu.memo_scanner(At { op, first })?,
                 ))
             });
+        // Alone, a rank needs no node: nobody takes a carry from it, and its own scan's last
+        // prefix is already the whole tree. Its scan then reads the data once, as one GPU's.
+        let alone = layout.ranks() == 1;
         let (nodes, (_, scanner)) = exchange(&self.comm, call, layout, n, &op, kernels, |k| {
-            if n == 0 {
+            if n == 0 || alone {
                 return Ok(None);
             }
             Ok(chunk_node(&op, layout, n, k.0.reduce(local)?))
@@ -354,7 +357,7 @@ impl<C: Collective> GpuRank<C> {
         }
         // The prefix through a full chunk's end is the next rank's carry: there the chunk's
         // tree joins the blocks before it, which the chunk's own scan cannot see.
-        if kind == ScanKind::Inclusive && n == layout.chunk() {
+        if kind == ScanKind::Inclusive && n == layout.chunk() && !alone {
             let end = carry(&op, &nodes, rank + 1).expect("a carry after a chunk");
             let last = stream
                 .clone_htod(&[op.finish(end, first + n)])
