@@ -39,6 +39,10 @@ template <class T> __device__ __forceinline__ T down(typename calc<T>::type v) {
 template <> __device__ __forceinline__ f16 down<f16>(float v) {
     f16 h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));
+    // A NaN as the `half` crate converts it, sign and top payload bits kept, quiet (the
+    // conversion alone gives 0x7fff for every NaN).
+    const unsigned u = __float_as_uint(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) h.bits = (unsigned short)(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu));
     return h;
 }
 template <> __device__ __forceinline__ bf16 down<bf16>(float v) {
