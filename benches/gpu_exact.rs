@@ -472,12 +472,8 @@ fn run<T: Float>(gpu: &Gpu, a: &Args, dtype: &str, rows: &mut Vec<serde_json::Va
 
 fn main() -> Res<()> {
     let a = <Args as clap::Parser>::parse();
-    let gpu = match Gpu::open(0) {
-        Ok(g) => g,
-        Err(e) => {
-            println!("no CUDA device: {e}");
-            return Ok(());
-        }
+    let Some(gpu) = common::open_gpu() else {
+        return Ok(());
     };
     println!(
         "# cufold {} on {}, median of {} event-timed launches; errors against ExactSum's result",

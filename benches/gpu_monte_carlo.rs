@@ -197,12 +197,8 @@ fn workload<S: Sample, F: Transform<S, Out = f32>>(
 
 fn main() -> Res<()> {
     let args = <Args as clap::Parser>::parse();
-    let gpu = match Gpu::open(0) {
-        Ok(g) => g,
-        Err(e) => {
-            println!("no CUDA device: {e}");
-            return Ok(());
-        }
+    let Some(gpu) = common::open_gpu() else {
+        return Ok(());
     };
     println!("device: {}", gpu.device_name());
     let src = format!("{}\n{GENERATE}", cufold::cuda_header());

@@ -199,12 +199,8 @@ fn run_dtype<T: Ops>(gpu: &Gpu, a: &Args, dtype: &str, rows: &mut Vec<Row>) -> R
 
 fn main() -> Res<()> {
     let a = <Args as clap::Parser>::parse();
-    let gpu = match Gpu::open(0) {
-        Ok(g) => g,
-        Err(e) => {
-            println!("no CUDA device: {e}");
-            return Ok(());
-        }
+    let Some(gpu) = common::open_gpu() else {
+        return Ok(());
     };
     println!(
         "# cufold {} on {}, block {} (order-free operators: {} from {} elements), median of {} event-timed launches",

@@ -251,12 +251,8 @@ fn run<T: Data, O: Operator<T>>(
 
 fn main() -> Res<()> {
     let a = <Args as clap::Parser>::parse();
-    let gpu = match Gpu::open(0) {
-        Ok(g) => g,
-        Err(e) => {
-            println!("no CUDA device: {e}");
-            return Ok(());
-        }
+    let Some(gpu) = common::open_gpu() else {
+        return Ok(());
     };
     println!(
         "# cufold {} on {}, inclusive scans, median of {} event-timed launches",

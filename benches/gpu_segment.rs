@@ -559,12 +559,8 @@ fn main() -> Res<()> {
     FORCED.set(forced).expect("set once");
     SCAN_BLOCK.set(scan_block).expect("set once");
     BLOCKS.set((block, thread_block)).expect("set once");
-    let gpu = match Gpu::open(0) {
-        Ok(g) => g,
-        Err(e) => {
-            println!("no CUDA device: {e}");
-            return Ok(());
-        }
+    let Some(gpu) = common::open_gpu() else {
+        return Ok(());
     };
     if keep_pool {
         gpu.keep_pool_memory(u64::MAX)?;

@@ -45,14 +45,7 @@
 #include <string>
 #include <vector>
 
-#define CHECK(x)                                                                            \
-    do {                                                                                    \
-        cudaError_t e = (x);                                                                \
-        if (e != cudaSuccess) {                                                             \
-            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-            std::exit(1);                                                                   \
-        }                                                                                   \
-    } while (0)
+#include "cub_shapes.cuh"  // CHECK, median_ms
 
 // p: significand bits; frexp's exponent range for finite values (subnormals too); nmin: least
 // normal binade; wide: the wide data's exponent bound; L: illcond's top exponent.
@@ -239,26 +232,6 @@ template <class T> static Errors<T> errors(T r, const Big& exact) {
     return {rel, to_double(sub(R, Q), -s)};
 }
 
-static float median_ms(const std::function<void()>& f, int reps) {
-    for (int i = 0; i < 5; ++i) f();
-    CHECK(cudaDeviceSynchronize());
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    std::vector<float> ts(reps);
-    for (auto& t : ts) {
-        CHECK(cudaEventRecord(a));
-        f();
-        CHECK(cudaEventRecord(b));
-        CHECK(cudaEventSynchronize(b));
-        CHECK(cudaEventElapsedTime(&t, a, b));
-    }
-    CHECK(cudaEventDestroy(a));
-    CHECK(cudaEventDestroy(b));
-    std::sort(ts.begin(), ts.end());
-    return reps % 2 ? ts[reps / 2] : (ts[reps / 2 - 1] + ts[reps / 2]) / 2;
-}
-
 template <class T> static void run(const char* dname, int lg, const std::string& kind_name, int reps) {
     using F = Fmt<T>;
     constexpr int NB = F::emax - F::emin + 1;
@@ -312,11 +285,11 @@ template <class T> static void run(const char* dname, int lg, const std::string&
     CHECK(cub::DeviceReduce::Sum(nullptr, bytes, x, out, num));
     void* temp;
     CHECK(cudaMalloc(&temp, std::max<size_t>(bytes, 1)));
-    report("sum", median_ms([&] { CHECK(cub::DeviceReduce::Sum(temp, bytes, x, out, num)); }, reps));
+    report("sum", median_ms(reps, [&] { return cub::DeviceReduce::Sum(temp, bytes, x, out, num); }));
     CHECK(cudaFree(temp));
 #if HAVE_GPU_TO_GPU
     const auto env = cuda::execution::require(cuda::execution::determinism::gpu_to_gpu);
-    report("sum_g2g", median_ms([&] { CHECK(cub::DeviceReduce::Sum(x, out, num, env)); }, reps));
+    report("sum_g2g", median_ms(reps, [&] { return cub::DeviceReduce::Sum(x, out, num, env); }));
 #endif
     CHECK(cudaFree(x));
     CHECK(cudaFree(out));

@@ -114,6 +114,18 @@ pub fn generate<T: Data>(n: usize, seed: u64) -> Vec<T> {
     fill(n, seed, T::from_bits(0), |rng| T::from_bits(rng.next_u64()))
 }
 
+/// Device 0, or `None` after printing why there is none: a GPU bench on a machine without
+/// CUDA says so and succeeds.
+pub fn open_gpu() -> Option<cufold::Gpu> {
+    match cufold::Gpu::open(0) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            println!("no CUDA device: {e}");
+            None
+        }
+    }
+}
+
 /// The median of `reps` event-timed runs of `launch` on `stream`, in milliseconds, after 5
 /// warm-up runs: each run bracketed by its own CUDA events, as `.gpu/peers.py` times the
 /// peers.
