@@ -501,31 +501,9 @@ fn u01<F: Fmt>(n: usize, r: &mut rand_chacha::ChaCha8Rng) -> Vec<F> {
 
 #[test]
 fn the_cuda_half_compiled_for_the_host_has_the_rust_bits() {
-    let (Some(cxx), Some(kernels)) = (host::compiler(), host::kernels_dir()) else {
-        assert!(
-            std::env::var_os("CUFOLD_CI").is_none(),
-            "CUFOLD_CI is set but there is no C++ compiler ($CXX, g++, clang++, c++) or no kernels/"
-        );
-        eprintln!("no C++ compiler or no kernels/: the CUDA half's host check did not run");
+    let Some(driver) = host::Driver::build("compensated", &["compensated.cuh"], DRIVER) else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("cufold-compensated-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let text = std::fs::read_to_string(kernels.join("compensated.cuh")).unwrap();
-    let text: String = text
-        .lines()
-        .filter(|l| !l.starts_with("#include \"cufold/"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let src = dir.join("compensated.cpp");
-    std::fs::write(&src, format!("{}\n{text}\n{DRIVER}", host::shim(&kernels))).unwrap();
-    let bin = dir.join("compensated");
-    host::compile(
-        &cxx,
-        &src,
-        &bin,
-        "kernels/types.cuh + ops.cuh + compensated.cuh",
-    );
 
     let (mut input, mut want) = (String::new(), Vec::new());
     let mut r = rng(0x5eed_c0de);
@@ -559,7 +537,7 @@ fn the_cuda_half_compiled_for_the_host_has_the_rust_bits() {
         host_case(0, &wide_exponents::<f32>(n, &mut r), &mut input, &mut want);
     }
 
-    let got = host::run_driver(&bin, input);
+    let got = driver.run(input);
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         if g != w {
@@ -576,5 +554,5 @@ fn the_cuda_half_compiled_for_the_host_has_the_rust_bits() {
             );
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
+    driver.remove();
 }

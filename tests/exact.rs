@@ -508,26 +508,9 @@ where
 
 #[test]
 fn the_cuda_half_compiled_for_the_host_has_the_rust_bits() {
-    let (Some(cxx), Some(kernels)) = (host::compiler(), host::kernels_dir()) else {
-        assert!(
-            std::env::var_os("CUFOLD_CI").is_none(),
-            "CUFOLD_CI is set but there is no C++ compiler ($CXX, g++, clang++, c++) or no kernels/"
-        );
-        eprintln!("no C++ compiler or no kernels/: the CUDA half's host check did not run");
+    let Some(driver) = host::Driver::build("exact", &["exact.cuh"], DRIVER) else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("cufold-exact-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exact = std::fs::read_to_string(kernels.join("exact.cuh")).unwrap();
-    let exact: String = exact
-        .lines()
-        .filter(|l| !l.starts_with("#include \"cufold/"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let src = dir.join("exact.cpp");
-    std::fs::write(&src, format!("{}\n{exact}\n{DRIVER}", host::shim(&kernels))).unwrap();
-    let bin = dir.join("exact");
-    host::compile(&cxx, &src, &bin, "kernels/types.cuh + ops.cuh + exact.cuh");
 
     let (mut input, mut want) = (String::new(), Vec::new());
     let mut r = rng(0x5eed_c0de);
@@ -590,7 +573,7 @@ fn the_cuda_half_compiled_for_the_host_has_the_rust_bits() {
         );
     }
 
-    let got = host::run_driver(&bin, input);
+    let got = driver.run(input);
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(
@@ -599,5 +582,5 @@ fn the_cuda_half_compiled_for_the_host_has_the_rust_bits() {
             "case {i}: the C++ half (left) differs from the Rust half"
         );
     }
-    std::fs::remove_dir_all(&dir).ok();
+    driver.remove();
 }

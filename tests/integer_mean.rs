@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::host::{compile, compiler, kernels_dir, run_driver, shim};
+use common::host::Driver;
 use cufold::ops::{round_ratio_to_f64, round_ratio_to_f64_unsigned, Mean, MeanVar, Sum, WideSum};
 use cufold::segment::Rows;
 use cufold::{Cpu, ScanKind, Widen};
@@ -427,20 +427,9 @@ int main() {
 
 #[test]
 fn the_cuda_round_ratio_and_wide_sums_have_the_rust_bits() {
-    let (Some(cxx), Some(kernels)) = (compiler(), kernels_dir()) else {
-        assert!(
-            std::env::var_os("CUFOLD_CI").is_none(),
-            "CUFOLD_CI is set but there is no C++ compiler ($CXX, g++, clang++, c++) or no kernels/"
-        );
-        eprintln!("no C++ compiler or no kernels/: the CUDA half's host check did not run");
+    let Some(driver) = Driver::build("integer-mean", &[], DRIVER) else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("cufold-integer-mean-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("ratio.cpp");
-    std::fs::write(&src, format!("{}{DRIVER}", shim(&kernels))).unwrap();
-    let bin = dir.join("ratio");
-    compile(&cxx, &src, &bin, "kernels/types.cuh + ops.cuh");
 
     let mut input = String::new();
     let mut want = Vec::new();
@@ -497,7 +486,7 @@ fn the_cuda_round_ratio_and_wide_sums_have_the_rust_bits() {
         want.push(sum_hex(x as i128 as u128));
     }
 
-    let got = run_driver(&bin, input);
+    let got = driver.run(input);
     assert_eq!(
         got.len(),
         want.len(),
@@ -513,7 +502,7 @@ fn the_cuda_round_ratio_and_wide_sums_have_the_rust_bits() {
         .map(|(i, (g, w))| format!("line {i}: C++ {g} != Rust {w}"))
         .collect();
     assert!(bad.is_empty(), "{}", bad.join("\n"));
-    std::fs::remove_dir_all(&dir).ok();
+    driver.remove();
 }
 
 fn sum_hex(z: u128) -> String {

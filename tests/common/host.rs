@@ -25,7 +25,10 @@ pub fn compiler() -> Option<String> {
 /// The project's kernels/ directory: where this test was built, else under the working
 /// directory (a staged binary runs from a copy of the project root).
 pub fn kernels_dir() -> Option<PathBuf> {
-    [Path::new(env!("CARGO_MANIFEST_DIR")), Path::new(".")]
+    // The crate's root, the workspace's (for the candle adapter's tests) and the working
+    // directory.
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    [manifest, &manifest.join(".."), Path::new(".")]
         .iter()
         .map(|root| root.join("kernels"))
         .find(|d| d.join("types.cuh").is_file())
@@ -181,12 +184,65 @@ pub fn shim(dir: &Path) -> String {
         !types.contains("asm("),
         "kernels/types.cuh has new inline PTX: shim it here"
     );
-    // The headers include each other by NVRTC header name; here they are pasted in order.
-    let pasted = |text: &str| {
-        text.lines()
-            .filter(|l| !l.starts_with("#include \"cufold/"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
     format!("{INTRINSICS}\n{}\n{}\n", pasted(&types), pasted(&ops))
+}
+
+/// A header's text without its `#include "cufold/..."` lines: the headers include each other
+/// by NVRTC header name, and for the host they are pasted in order instead.
+fn pasted(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.starts_with("#include \"cufold/"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A C++ driver compiled for the host in a temporary directory of its own.
+pub struct Driver {
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl Driver {
+    /// The shim, then the named headers of kernels/ (pasted as the shim's own), then
+    /// `driver`, compiled as `name`. `None`, after saying so, where there is no C++ compiler
+    /// or no kernels/; with `CUFOLD_CI` set, where both must be, that is a failure.
+    pub fn build(name: &str, headers: &[&str], driver: &str) -> Option<Driver> {
+        let (Some(cxx), Some(kernels)) = (compiler(), kernels_dir()) else {
+            assert!(
+                std::env::var_os("CUFOLD_CI").is_none(),
+                "CUFOLD_CI is set but there is no C++ compiler ($CXX, g++, clang++, c++) or no kernels/"
+            );
+            eprintln!("no C++ compiler or no kernels/: the host check {name} did not run");
+            return None;
+        };
+        let dir = std::env::temp_dir().join(format!("cufold-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut src = shim(&kernels);
+        for h in headers {
+            src.push_str(&pasted(&std::fs::read_to_string(kernels.join(h)).unwrap()));
+            src.push('\n');
+        }
+        src.push_str(driver);
+        let file = dir.join(format!("{name}.cpp"));
+        std::fs::write(&file, src).unwrap();
+        let bin = dir.join(name);
+        let what = ["kernels/types.cuh", "ops.cuh"]
+            .iter()
+            .chain(headers)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" + ");
+        compile(&cxx, &file, &bin, &what);
+        Some(Driver { dir, bin })
+    }
+
+    /// The driver run on `input` (run_driver).
+    pub fn run(&self, input: String) -> Vec<String> {
+        run_driver(&self.bin, input)
+    }
+
+    /// Removes the directory (left in place when a check fails, to look at).
+    pub fn remove(self) {
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
 }
