@@ -761,3 +761,50 @@ fn every_builtin_kernel_compiles_for_hopper() {
     jobs.push(Box::new(|| build::<u32, _>(TreeShape)));
     run_parallel(jobs);
 }
+
+/// CUDA's per-thread default stream (`per_thread_stream()`, candle's) is one handle for a
+/// different stream in each thread. One cufold handle on it, shared by threads that scan and
+/// reduce at the same time, gives every thread the CPU's bits: each thread gets its own
+/// scratch memory (one ticket word and look-back shared by unordered launches would mix
+/// their tiles).
+#[test]
+#[ignore = "needs a CUDA device"]
+fn threads_sharing_a_handle_on_the_per_thread_stream_get_the_cpus_bits() {
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let g = Gpu::new(&ctx.per_thread_stream()).unwrap();
+    let n = (1 << 22) + 5;
+    let host: Vec<f32> = (0..n)
+        .map(|i| (i * 7919 % 1000) as f32 / 64.0 - 7.0)
+        .collect();
+    let cpu = Cpu::new();
+    let want_scan = cpu.scan(&host, Sum, cufold::ScanKind::Inclusive).unwrap();
+    let want_sum: f32 = cpu.reduce(&host, Sum).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (g, host, want_scan) = (&g, &host, &want_scan);
+            s.spawn(move || {
+                let stream = g.stream().clone();
+                let x = stream.clone_htod(host).unwrap();
+                let mut out = stream.alloc_zeros::<f32>(n).unwrap();
+                for round in 0..40 {
+                    g.scan(&x, &mut out, Sum, cufold::ScanKind::Inclusive)
+                        .unwrap();
+                    let sum: f32 = g.reduce(&x, Sum).unwrap();
+                    assert_eq!(
+                        sum.to_bits(),
+                        want_sum.to_bits(),
+                        "thread {t} round {round}"
+                    );
+                    if round % 8 == 7 {
+                        let got = stream.clone_dtoh(&out).unwrap();
+                        let bad = got
+                            .iter()
+                            .zip(want_scan)
+                            .position(|(a, b)| a.to_bits() != b.to_bits());
+                        assert_eq!(bad, None, "thread {t} round {round}: first wrong prefix");
+                    }
+                }
+            });
+        }
+    });
+}

@@ -213,7 +213,7 @@ pub(crate) struct Inner {
     pub(crate) arch: String,
     name: String,
     opts: GpuOptions,
-    pub(crate) scratch: Mutex<scratch::Arena>,
+    pub(crate) scratch: scratch::Scratch,
     stats: Mutex<KernelStats>,
     /// What the convenient forms keep per operator type and CUDA text ([`Gpu::memo`]).
     memo: Mutex<HashMap<(TypeId, CudaOp), Box<dyn Any + Send + Sync>>>,
@@ -224,7 +224,9 @@ pub(crate) struct Inner {
 /// Cheap to clone. It holds a small temporary buffer (the per-block partials of large
 /// reductions, the look-back state of scans), allocated once and grown when needed; work
 /// is only ever enqueued on the handle's stream, in order, so reuse is safe without host
-/// synchronisation.
+/// synchronisation. A handle on the per-thread default stream (`per_thread_stream()`,
+/// candle's) may be shared by threads: each thread's launches run on its own stream, so
+/// each thread gets its own buffer, kept until the handle is dropped.
 ///
 /// ```no_run
 /// let gpu = cufold::Gpu::open(0)?; // or Gpu::new(&stream) on a stream of your own
@@ -299,7 +301,7 @@ impl Gpu {
                 arch,
                 name,
                 opts,
-                scratch: Mutex::new(scratch::Arena::default()),
+                scratch: scratch::Scratch::default(),
                 stats: Mutex::new(KernelStats::default()),
                 memo: Mutex::new(HashMap::new()),
             }),

@@ -24,13 +24,67 @@
 //! the arena grows, or after 2^32 - 2^16 slot-using launches enqueued by the host (graph
 //! replays are not counted; the epoch skips 0 when it wraps), the memory starts zeroed again.
 //!
+//! **Per-thread streams.** CUDA's per-thread default stream (`CU_STREAM_PER_THREAD`,
+//! cudarc's `CudaContext::per_thread_stream`, which candle's devices use) is one handle for a
+//! different stream in every thread: launches from two threads are not ordered against each
+//! other, so they must not share a ticket word. A handle on that stream keeps one arena per
+//! thread ([`Scratch`]); every other stream (the legacy default stream included) orders all
+//! its launches and has one arena.
+//!
 //! **Stream capture.** Growing the arena allocates, which a CUDA graph cannot hold: a launch
 //! that needs more scratch memory than the arena has while the stream is capturing is an
 //! error; the same call run once before the capture grows it.
 
 use crate::error::{Error, ErrorKind, Result};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+
+/// The value of `CU_STREAM_PER_THREAD`: the per-thread default stream's handle.
+const PER_THREAD_STREAM: usize = 0x2;
+
+/// A handle's arenas: one for a stream that orders every launch made on it, one per
+/// calling thread for the per-thread default stream (whose launches from different threads
+/// run on different streams).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    shared: Mutex<Arena>,
+    per_thread: Mutex<HashMap<ThreadId, Arena>>,
+}
+
+impl Scratch {
+    /// Runs `launch` with a lease on the arena that `stream` orders for this thread (see
+    /// [`Arena::with_lease`]).
+    pub(crate) fn with_lease(
+        &self,
+        stream: &Arc<CudaStream>,
+        slot_bytes: usize,
+        plain_bytes: usize,
+        launch: impl FnOnce(Lease) -> Result<()>,
+    ) -> Result<()> {
+        if stream.cu_stream() as usize == PER_THREAD_STREAM {
+            let mut arenas = self.per_thread.lock().unwrap_or_else(|e| e.into_inner());
+            let arena = arenas.entry(std::thread::current().id()).or_default();
+            arena.with_lease(stream, slot_bytes, plain_bytes, launch)
+        } else {
+            let mut arena = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            arena.with_lease(stream, slot_bytes, plain_bytes, launch)
+        }
+    }
+}
+
+impl Drop for Scratch {
+    /// A thread's arena is freed on the dropping thread's per-thread stream, which is not
+    /// ordered after the other threads' launches: wait for the context first (only handles on
+    /// the per-thread stream that were used from some thread do).
+    fn drop(&mut self) {
+        let arenas = self.per_thread.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(buf) = arenas.values().find_map(|a| a.buf.as_ref()) {
+            let _ = buf.stream().context().synchronize();
+        }
+    }
+}
 
 /// Bytes before the slots: the ticket counter, on a line of its own.
 const TICKET_BYTES: usize = 256;

@@ -580,8 +580,7 @@ pub(crate) unsafe fn launch_grid<Acc>(
     } else {
         0
     };
-    let mut arena = gpu.inner.scratch.lock().unwrap();
-    arena.with_lease(stream, 0, plain, |lease| {
+    gpu.inner.scratch.with_lease(stream, 0, plain, |lease| {
         let mut launch = stream.launch_builder(f);
         launch
             .arg(&first)

@@ -601,8 +601,7 @@ impl<T: DeviceValue, O: Operator<T>> Scanner<T, O> {
         } else {
             0
         };
-        let mut arena = inner.scratch.lock().unwrap();
-        arena.with_lease(stream, slot_bytes, 0, |lease| {
+        inner.scratch.with_lease(stream, slot_bytes, 0, |lease| {
             let leaves = lease.slots;
             let nodes = leaves + slot_bytes as u64 / 2;
             let mut launch = stream.launch_builder(function);

@@ -414,48 +414,50 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         };
         let list_bytes = long.as_ref().map_or(0, |l| l.list_bytes(n));
         let stream = &self.gpu.inner.stream;
-        let mut arena = self.gpu.inner.scratch.lock().unwrap();
-        arena.with_lease(stream, slot_bytes, list_bytes, |lease| {
-            let hdr = if long.is_some() { lease.plain } else { 0 };
-            if hdr != 0 {
-                clear_long_list(stream, hdr)?;
-            }
-            // Each tile's own mark, then its inclusive prefix (cf::chained_look_back).
-            let (aggs, incls) = (lease.slots, lease.slots + slot_bytes as u64 / 2);
-            let mut b = stream.launch_builder(f);
-            b.arg(&keys)
-                .arg(&x)
-                .arg(&n)
-                .arg(&tiles)
-                .arg(&cap)
-                .arg(&k_out)
-                .arg(&v_out)
-                .arg(&l_out)
-                .arg(&runs)
-                .arg(&lease.ticket)
-                .arg(&aggs)
-                .arg(&incls)
-                .arg(&hdr)
-                .arg(&*self.params);
-            let cfg = LaunchConfig {
-                grid_dim: (tiles as u32, 1, 1),
-                block_dim: (block, 1, 1),
-                shared_mem_bytes: step_queue_bytes(block),
-            };
-            // SAFETY: (const word* keys, const In* x, u64 n, u64 tiles, u64 cap, word*, Out*,
-            // u64* lengths, u64* runs, u64* ticket, u64* aggs, u64* incls, u64* long_hdr,
-            // OpBytes): the caller's buffers, written below `cap` only (lengths null: none
-            // written); the ticket word's count is zero and its high half the last epoch (the
-            // arena's contract); aggs and incls hold a slot of a 16-byte mark per tile each;
-            // the long list is cleared.
-            unsafe { b.launch(cfg) }
-                .map_err(|e| Error::driver("launching the reduction by key", e))?;
-            match &long {
-                // SAFETY: the list the launch above filled, over the same values and outputs.
-                Some(l) => unsafe { l.launch(hdr, x, n, v_out) },
-                None => Ok(()),
-            }
-        })
+        self.gpu
+            .inner
+            .scratch
+            .with_lease(stream, slot_bytes, list_bytes, |lease| {
+                let hdr = if long.is_some() { lease.plain } else { 0 };
+                if hdr != 0 {
+                    clear_long_list(stream, hdr)?;
+                }
+                // Each tile's own mark, then its inclusive prefix (cf::chained_look_back).
+                let (aggs, incls) = (lease.slots, lease.slots + slot_bytes as u64 / 2);
+                let mut b = stream.launch_builder(f);
+                b.arg(&keys)
+                    .arg(&x)
+                    .arg(&n)
+                    .arg(&tiles)
+                    .arg(&cap)
+                    .arg(&k_out)
+                    .arg(&v_out)
+                    .arg(&l_out)
+                    .arg(&runs)
+                    .arg(&lease.ticket)
+                    .arg(&aggs)
+                    .arg(&incls)
+                    .arg(&hdr)
+                    .arg(&*self.params);
+                let cfg = LaunchConfig {
+                    grid_dim: (tiles as u32, 1, 1),
+                    block_dim: (block, 1, 1),
+                    shared_mem_bytes: step_queue_bytes(block),
+                };
+                // SAFETY: (const word* keys, const In* x, u64 n, u64 tiles, u64 cap, word*, Out*,
+                // u64* lengths, u64* runs, u64* ticket, u64* aggs, u64* incls, u64* long_hdr,
+                // OpBytes): the caller's buffers, written below `cap` only (lengths null: none
+                // written); the ticket word's count is zero and its high half the last epoch (the
+                // arena's contract); aggs and incls hold a slot of a 16-byte mark per tile each;
+                // the long list is cleared.
+                unsafe { b.launch(cfg) }
+                    .map_err(|e| Error::driver("launching the reduction by key", e))?;
+                match &long {
+                    // SAFETY: the list the launch above filled, over the same values and outputs.
+                    Some(l) => unsafe { l.launch(hdr, x, n, v_out) },
+                    None => Ok(()),
+                }
+            })
     }
 }
 

@@ -438,40 +438,44 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         let rows_grid = r.clamp(1, i32::MAX as u64) as u32;
         let plain = chunks as usize * std::mem::size_of::<O::Acc>();
         let stream = &self.gpu.inner.stream;
-        let mut arena = self.gpu.inner.scratch.lock().unwrap();
-        arena.with_lease(stream, 0, plain, |lease| {
-            let (stride, chunk_log32) = (rows.stride as u64, chunk_log);
-            let mut a = stream.launch_builder(chunk_fn);
-            a.arg(&x_ptr)
-                .arg(&r)
-                .arg(&stride)
-                .arg(&cols)
-                .arg(&chunk_log32)
-                .arg(&lease.plain)
-                .arg(&*self.params);
-            let cfg = |g: u32| LaunchConfig {
-                grid_dim: (g, 1, 1),
-                block_dim: (block, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: (const In*, u64, u64, u64, unsigned, Acc*, OpBytes): x holds the rows
-            // (checked by the caller), the plain region `chunks` accumulators.
-            unsafe { a.launch(cfg(grid.max(1))) }.map_err(|e| {
-                Error::driver("launching the segmented reduction's chunk kernel", e)
-            })?;
-            let mut b = stream.launch_builder(combine_fn);
-            b.arg(&lease.plain)
-                .arg(&r)
-                .arg(&cols)
-                .arg(&chunk_log32)
-                .arg(&out_ptr)
-                .arg(&*self.params);
-            // SAFETY: (const Acc*, u64, u64, unsigned, Out*, OpBytes): the partials the chunk
-            // kernel wrote before it on this stream, `rows` outputs.
-            unsafe { b.launch(cfg(rows_grid)) }
-                .map(|_| ())
-                .map_err(|e| Error::driver("launching the segmented reduction's combine kernel", e))
-        })
+        self.gpu
+            .inner
+            .scratch
+            .with_lease(stream, 0, plain, |lease| {
+                let (stride, chunk_log32) = (rows.stride as u64, chunk_log);
+                let mut a = stream.launch_builder(chunk_fn);
+                a.arg(&x_ptr)
+                    .arg(&r)
+                    .arg(&stride)
+                    .arg(&cols)
+                    .arg(&chunk_log32)
+                    .arg(&lease.plain)
+                    .arg(&*self.params);
+                let cfg = |g: u32| LaunchConfig {
+                    grid_dim: (g, 1, 1),
+                    block_dim: (block, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                // SAFETY: (const In*, u64, u64, u64, unsigned, Acc*, OpBytes): x holds the rows
+                // (checked by the caller), the plain region `chunks` accumulators.
+                unsafe { a.launch(cfg(grid.max(1))) }.map_err(|e| {
+                    Error::driver("launching the segmented reduction's chunk kernel", e)
+                })?;
+                let mut b = stream.launch_builder(combine_fn);
+                b.arg(&lease.plain)
+                    .arg(&r)
+                    .arg(&cols)
+                    .arg(&chunk_log32)
+                    .arg(&out_ptr)
+                    .arg(&*self.params);
+                // SAFETY: (const Acc*, u64, u64, unsigned, Out*, OpBytes): the partials the chunk
+                // kernel wrote before it on this stream, `rows` outputs.
+                unsafe { b.launch(cfg(rows_grid)) }
+                    .map(|_| ())
+                    .map_err(|e| {
+                        Error::driver("launching the segmented reduction's combine kernel", e)
+                    })
+            })
     }
 
     /// The shape of the kernel for `group` threads per segment: [`warp_shape`] for a warp
@@ -602,14 +606,16 @@ impl<T: DeviceValue, O: Operator<T>> SegmentReducer<T, O> {
         // per listed segment joining its chunks.
         let long = self.long_pass()?;
         let stream = &self.gpu.inner.stream;
-        let mut arena = self.gpu.inner.scratch.lock().unwrap();
-        arena.with_lease(stream, 0, long.list_bytes(args.n), |lease| {
-            let hdr = lease.plain;
-            clear_long_list(stream, hdr)?;
-            launch(hdr)?;
-            // SAFETY: the list the launch above filled, over the same inputs and outputs.
-            unsafe { long.launch(hdr, args.x_ptr, args.n, args.out_ptr) }
-        })
+        self.gpu
+            .inner
+            .scratch
+            .with_lease(stream, 0, long.list_bytes(args.n), |lease| {
+                let hdr = lease.plain;
+                clear_long_list(stream, hdr)?;
+                launch(hdr)?;
+                // SAFETY: the list the launch above filled, over the same inputs and outputs.
+                unsafe { long.launch(hdr, args.x_ptr, args.n, args.out_ptr) }
+            })
     }
 
     /// The long pass's kernels, compiled (or loaded) on first use.

@@ -511,30 +511,32 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
         let exclusive = u32::from(kind == ScanKind::Exclusive);
         let stride = rows.stride as u64;
         let stream = &self.gpu.inner.stream;
-        let mut arena = self.gpu.inner.scratch.lock().unwrap();
-        arena.with_lease(stream, slot_bytes, 0, |lease| {
-            let (leaves, nodes) = (lease.slots, lease.slots + slot_bytes as u64 / 2);
-            let mut b = stream.launch_builder(rows_fn);
-            b.arg(&x_ptr)
-                .arg(&y_ptr)
-                .arg(&stride)
-                .arg(&cols)
-                .arg(&per_row)
-                .arg(&exclusive)
-                .arg(&lease.ticket)
-                .arg(&leaves)
-                .arg(&nodes)
-                .arg(&*self.params);
-            let cfg = crate::scan::launch_config(shape, TypeSizes::of::<T, O>(), grid);
-            // SAFETY: (const In*, Out*, u64 stride, u64 cols, u64 per_row, unsigned, u64*
-            // ticket, u64* leaves, u64* nodes, OpBytes), as crate::scan::long_kernel says:
-            // the caller's rows and outputs; the ticket word's count is zero and its high half
-            // the last epoch (the arena's contract, as for Scanner's launches); leaves and nodes
-            // hold `slot_words` words for each of the grid's tiles, in the slot region.
-            unsafe { b.launch(cfg) }
-                .map(|_| ())
-                .map_err(|e| Error::driver("launching the rows' scan kernel", e))
-        })
+        self.gpu
+            .inner
+            .scratch
+            .with_lease(stream, slot_bytes, 0, |lease| {
+                let (leaves, nodes) = (lease.slots, lease.slots + slot_bytes as u64 / 2);
+                let mut b = stream.launch_builder(rows_fn);
+                b.arg(&x_ptr)
+                    .arg(&y_ptr)
+                    .arg(&stride)
+                    .arg(&cols)
+                    .arg(&per_row)
+                    .arg(&exclusive)
+                    .arg(&lease.ticket)
+                    .arg(&leaves)
+                    .arg(&nodes)
+                    .arg(&*self.params);
+                let cfg = crate::scan::launch_config(shape, TypeSizes::of::<T, O>(), grid);
+                // SAFETY: (const In*, Out*, u64 stride, u64 cols, u64 per_row, unsigned, u64*
+                // ticket, u64* leaves, u64* nodes, OpBytes), as crate::scan::long_kernel says:
+                // the caller's rows and outputs; the ticket word's count is zero and its high half
+                // the last epoch (the arena's contract, as for Scanner's launches); leaves and nodes
+                // hold `slot_words` words for each of the grid's tiles, in the slot region.
+                unsafe { b.launch(cfg) }
+                    .map(|_| ())
+                    .map_err(|e| Error::driver("launching the rows' scan kernel", e))
+            })
     }
 
     /// The whole-array scanner, for a row long enough to take it alone.
@@ -778,38 +780,41 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
             slot_bytes = slot_bytes.max(slots);
         }
         let stream = &self.gpu.inner.stream;
-        let mut arena = self.gpu.inner.scratch.lock().unwrap();
-        arena.with_lease(stream, slot_bytes, list_at, |lease| {
-            let hdrs: Vec<u64> = plan.iter().map(|p| lease.plain + p.3).collect();
-            for &hdr in &hdrs {
-                clear_long_list(stream, hdr)?;
-            }
-            fill(&lease, &hdrs)?;
-            for ((f, shape, grid, _, slots), hdr) in plan.iter().zip(&hdrs) {
-                let (leaves, nodes) = (lease.slots, lease.slots + *slots as u64 / 2);
-                let mut b = stream.launch_builder(f);
-                b.arg(&x_ptr)
-                    .arg(&y_ptr)
-                    .arg(&n)
-                    .arg(&exclusive)
-                    .arg(&lease.ticket)
-                    .arg(&leaves)
-                    .arg(&nodes)
-                    .arg(hdr)
-                    .arg(&*self.params);
-                let cfg = crate::scan::launch_config(shape, TypeSizes::of::<T, O>(), *grid);
-                // SAFETY: (const In*, Out*, u64 n, unsigned, u64* ticket, u64* leaves, u64*
-                // nodes, u64* long_hdr, OpBytes), as crate::scan::long_kernel says. The list
-                // was filled by `fill`, its segments lie within x (and y, as long as x); the
-                // ticket word's count is zero and its high half the last epoch (the arena's
-                // contract, as for Scanner's launches; each launch before takes its tickets in
-                // full); leaves and nodes hold `slot_words` words for each of the list's
-                // tiles, in the slot region.
-                unsafe { b.launch(cfg) }
-                    .map_err(|e| Error::driver("launching the long segments' scan kernel", e))?;
-            }
-            Ok(())
-        })
+        self.gpu
+            .inner
+            .scratch
+            .with_lease(stream, slot_bytes, list_at, |lease| {
+                let hdrs: Vec<u64> = plan.iter().map(|p| lease.plain + p.3).collect();
+                for &hdr in &hdrs {
+                    clear_long_list(stream, hdr)?;
+                }
+                fill(&lease, &hdrs)?;
+                for ((f, shape, grid, _, slots), hdr) in plan.iter().zip(&hdrs) {
+                    let (leaves, nodes) = (lease.slots, lease.slots + *slots as u64 / 2);
+                    let mut b = stream.launch_builder(f);
+                    b.arg(&x_ptr)
+                        .arg(&y_ptr)
+                        .arg(&n)
+                        .arg(&exclusive)
+                        .arg(&lease.ticket)
+                        .arg(&leaves)
+                        .arg(&nodes)
+                        .arg(hdr)
+                        .arg(&*self.params);
+                    let cfg = crate::scan::launch_config(shape, TypeSizes::of::<T, O>(), *grid);
+                    // SAFETY: (const In*, Out*, u64 n, unsigned, u64* ticket, u64* leaves, u64*
+                    // nodes, u64* long_hdr, OpBytes), as crate::scan::long_kernel says. The list
+                    // was filled by `fill`, its segments lie within x (and y, as long as x); the
+                    // ticket word's count is zero and its high half the last epoch (the arena's
+                    // contract, as for Scanner's launches; each launch before takes its tickets in
+                    // full); leaves and nodes hold `slot_words` words for each of the list's
+                    // tiles, in the slot region.
+                    unsafe { b.launch(cfg) }.map_err(|e| {
+                        Error::driver("launching the long segments' scan kernel", e)
+                    })?;
+                }
+                Ok(())
+            })
     }
 
     /// The long passes of a scan by key over `n` values, ascending by tile, with the index of
@@ -918,8 +923,11 @@ impl<T: DeviceValue, O: Operator<T>> SegmentScanner<T, O> {
                 .map_err(|e| Error::driver("launching the scan by key", e))
         };
         if passes.is_empty() {
-            let mut arena = self.gpu.inner.scratch.lock().unwrap();
-            return arena.with_lease(stream, mark_bytes, 0, |lease| by_key(&lease, &[]));
+            return self
+                .gpu
+                .inner
+                .scratch
+                .with_lease(stream, mark_bytes, 0, |lease| by_key(&lease, &[]));
         }
         // SAFETY: the caller's buffers; the kernel lists runs within them for n and the
         // passes' tiles, which it was compiled for.
