@@ -179,19 +179,18 @@ where
         let dev = storage.device().clone();
         let x = storage.as_cuda_slice::<T>()?;
         let x = x.slice(start..);
-        let gpu = cuda::gpu_for(&dev)?;
         let n = shape.elem_count();
         // SAFETY: every output is written below before the tensor can be read (each row
         // gets its result, each position its prefix).
         let mut out = unsafe { dev.alloc::<O::Out>(n)? };
         if n > 0 {
             match self.work {
-                Work::Reduce => gpu
-                    .segment_reducer::<T, O>(self.op)
-                    .and_then(|r| r.reduce_rows_into(&x, rows, &mut out)),
-                Work::Scan(kind) => gpu
-                    .segment_scanner::<T, O>(self.op)
-                    .and_then(|s| s.scan_rows_into(&x, rows, &mut out, kind)),
+                Work::Reduce => {
+                    cuda::reducer::<T, O>(&dev, self.op)?.reduce_rows_into(&x, rows, &mut out)
+                }
+                Work::Scan(kind) => {
+                    cuda::scanner::<T, O>(&dev, self.op)?.scan_rows_into(&x, rows, &mut out, kind)
+                }
             }
             .map_err(cf)?;
         }
@@ -377,14 +376,25 @@ mod cuda {
     use candle_core::op::BackpropOp;
     use candle_core::{CudaDevice, CudaStorage};
     use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    /// Which stream of which context `dev` runs on. (The per-thread default stream, which
+    /// candle's devices take, has the same handle in every context.)
+    fn stream_key(dev: &CudaDevice) -> (usize, usize) {
+        let stream = dev.cuda_stream();
+        (
+            stream.context().cu_ctx() as usize,
+            stream.cu_stream() as usize,
+        )
+    }
 
     /// cufold's handle on a candle device's stream, made once per stream and kept (with its
-    /// compiled kernels) for the life of the process.
+    /// compiled kernels) for the life of the process. A handle on the per-thread default
+    /// stream serves every thread: cufold gives each thread its own scratch memory there.
     pub(super) fn gpu_for(dev: &CudaDevice) -> Result<cufold::Gpu> {
-        static GPUS: OnceLock<Mutex<HashMap<usize, cufold::Gpu>>> = OnceLock::new();
+        static GPUS: OnceLock<Mutex<HashMap<(usize, usize), cufold::Gpu>>> = OnceLock::new();
         let stream = dev.cuda_stream();
-        let key = stream.cu_stream() as usize;
+        let key = stream_key(dev);
         let mut map = GPUS
             .get_or_init(Default::default)
             .lock()
@@ -395,6 +405,68 @@ mod cuda {
         let g = cufold::Gpu::new(&stream).map_err(cf)?;
         map.insert(key, g.clone());
         Ok(g)
+    }
+
+    /// cufold's segmented reducer (or scanner) for `op` on `dev`'s stream, made once per
+    /// stream, element type, operator and parameter values and kept: a reducer keeps its
+    /// kernels once looked up, so a call after the first goes straight to the launch.
+    pub(super) fn kept<V: Send + Sync + 'static>(
+        dev: &CudaDevice,
+        what: (std::any::TypeId, cufold::ops::CudaOp, Vec<u8>),
+        make: impl FnOnce(cufold::Gpu) -> cufold::Result<V>,
+    ) -> Result<Arc<V>> {
+        type Key = (
+            (usize, usize),
+            std::any::TypeId,
+            cufold::ops::CudaOp,
+            Vec<u8>,
+        );
+        type Kept = Mutex<HashMap<Key, Arc<dyn std::any::Any + Send + Sync>>>;
+        static KEPT: OnceLock<Kept> = OnceLock::new();
+        let key = (stream_key(dev), what.0, what.1, what.2);
+        let kept = KEPT.get_or_init(Default::default);
+        if let Some(v) = kept.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(v.clone().downcast::<V>().expect("kept under its own type"));
+        }
+        let v = Arc::new(make(gpu_for(dev)?).map_err(cf)?);
+        kept.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, v.clone());
+        Ok(v)
+    }
+
+    /// [`kept`]'s key for `O` over `T`: the types, the operator's CUDA text and its
+    /// parameter values.
+    fn key_of<V: 'static, T: Elem, O: Operator<T>>(
+        op: &O,
+    ) -> (std::any::TypeId, cufold::ops::CudaOp, Vec<u8>) {
+        (
+            std::any::TypeId::of::<V>(),
+            op.cuda(),
+            op.params().bytes().to_vec(),
+        )
+    }
+
+    /// The kept segmented reducer of `op` on `dev`.
+    pub(super) fn reducer<T: Elem, O: Operator<T>>(
+        dev: &CudaDevice,
+        op: O,
+    ) -> Result<Arc<cufold::segment::SegmentReducer<T, O>>> {
+        type R<T, O> = cufold::segment::SegmentReducer<T, O>;
+        kept(dev, key_of::<R<T, O>, T, O>(&op), |g| {
+            g.segment_reducer::<T, O>(op)
+        })
+    }
+
+    /// The kept segmented scanner of `op` on `dev`.
+    pub(super) fn scanner<T: Elem, O: Operator<T>>(
+        dev: &CudaDevice,
+        op: O,
+    ) -> Result<Arc<cufold::segment::SegmentScanner<T, O>>> {
+        type S<T, O> = cufold::segment::SegmentScanner<T, O>;
+        kept(dev, key_of::<S<T, O>, T, O>(&op), |g| {
+            g.segment_scanner::<T, O>(op)
+        })
     }
 
     pub(super) fn segment_reduce<T: Elem, O: Operator<T>>(
@@ -434,9 +506,8 @@ mod cuda {
         // which the kernel skips (past the end of the input).
         let o = unsafe { o.transmute::<u64>(m + 1) }.expect("same size");
         let mut out = dev.alloc_zeros::<O::Out>(m)?;
-        gpu_for(&dev)?
-            .segment_reducer::<T, O>(op)
-            .and_then(|r| r.reduce_segments_into(&xs, &o, &mut out))
+        reducer::<T, O>(&dev, op)?
+            .reduce_segments_into(&xs, &o, &mut out)
             .map_err(cf)?;
         Ok(Tensor::from_storage(
             Storage::Cuda(CudaStorage::wrap_cuda_slice(out, dev)),
@@ -469,9 +540,8 @@ mod cuda {
         let k_start = k_layout.start_offset();
         let ks = k.as_cuda_slice::<K>()?;
         let ks = ks.slice(k_start..k_start + n);
-        let r = gpu_for(&dev)?
-            .segment_reducer::<T, O>(op)
-            .and_then(|red| red.reduce_by_key(&ks, &xs))
+        let r = reducer::<T, O>(&dev, op)?
+            .reduce_by_key(&ks, &xs)
             .map_err(cf)?;
         let runs = r.keys.len();
         let mut lengths = dev.alloc_zeros::<i64>(runs)?;
