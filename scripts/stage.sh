@@ -6,6 +6,7 @@
 #
 #   bash scripts/stage.sh            tests, benches and examples
 #   bash scripts/stage.sh --tests    tests and examples only (faster)
+#   bash scripts/stage.sh --tests NAME,NAME   the test files named only (no examples)
 #   bash scripts/stage.sh --benches [NAME,NAME]   benches only (all, or the ones named)
 #   bash scripts/stage.sh --candle   the candle adapter's tests, example and bench, with CUDA
 #                                    (built inside scripts/candle-toolkit.sh, in target/cuda;
@@ -49,7 +50,10 @@ if [[ $what == --candle ]]; then
 else
   # The candle adapter is staged apart (--candle): its binaries carry candle's kernels.
   # Tests and examples in the light gpu-test profile (Cargo.toml), benches in release.
-  if [[ $what != --benches ]]; then
+  if [[ $what == --tests && -n ${2:-} ]]; then
+    cargo test -p cufold --features nccl --profile gpu-test --no-run \
+      $(printf -- '--test %s ' ${2//,/ }) --message-format=json | collect
+  elif [[ $what != --benches ]]; then
     cargo test --workspace --exclude cufold-candle --features nccl --profile gpu-test --no-run \
       --message-format=json | collect
     cargo build --workspace --exclude cufold-candle --features nccl --profile gpu-test --examples \
