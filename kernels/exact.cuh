@@ -385,18 +385,61 @@ __device__ __forceinline__ double two_sum_into(double& a, double b) {
 
 }  // namespace exact
 
+// The rare part of a run's state (ExactRun): the spilled digits and the flags of the
+// elements deposited directly, set to zero when first needed (most runs never need it), and
+// the deposits since its last carry. Only the out-of-line functions below touch it, so it
+// lives in local memory and the hot loop keeps just the expansions in registers: inlined at
+// every element of a tile, these deposits made the kernel's code large and its register
+// count high (156 registers a thread for f32, 23 KB of spills for f64).
+template <class Acc> struct ExactSpill {
+    Acc acc;
+    unsigned adds;
+    bool used;
+};
+
+namespace exact {
+
+template <class F, class Acc> __device__ __forceinline__ void spill_use(ExactSpill<Acc>* sp) {
+    if (!sp->used) {
+#pragma unroll
+        for (int i = 0; i < F::K; ++i) sp->acc.chunk[i] = 0;
+        sp->acc.flags = 0;
+        sp->used = true;
+    }
+}
+template <class F, class Acc> __device__ __forceinline__ void spill_counted(ExactSpill<Acc>* sp) {
+    if (++sp->adds == RUN_ADDS) {
+        normalize(sp->acc.chunk);
+        sp->adds = 0;
+    }
+}
+// An expansion's last error r (finite, a whole multiple of 2^LOW) deposited exactly.
+template <class F, class Acc> __device__ __noinline__ void spill_double(ExactSpill<Acc>* sp, double r) {
+    spill_use<F>(sp);
+    deposit_double(sp->acc.chunk, r, F::LOW);
+    spill_counted<F>(sp);
+}
+// An element the expansions do not take (not finite, or of magnitude FAST_MAX or more).
+template <class F, class Acc, class T> __device__ __noinline__ void spill_element(ExactSpill<Acc>* sp, T x) {
+    spill_use<F>(sp);
+    add_element(sp->acc.chunk, sp->acc.flags, x);
+    spill_counted<F>(sp);
+}
+
+}  // namespace exact
+
 template <class Op> struct ExactRun {
     typedef typename Op::In In;
     typedef typename Op::Acc Acc;
     typedef exact_traits<In> F;
     typedef exact_fast<In> X;
     static constexpr int E = X::E, L = X::L;
+    // Registers a thread may use (cf::min_blocks): the hot loop needs fewer.
+    static constexpr int REGS = 64;
     struct State {
         double t[E][L];
-        Acc spill;      // spilled digits and the flags of the elements deposited directly,
-                        // set to zero when first needed (most runs never need it)
-        unsigned adds;  // deposits into spill since its last carry
-        bool seen, used;
+        ExactSpill<Acc> spill;
+        bool seen;
     };
     static __device__ __forceinline__ State start(const Op& op) {
         State s;
@@ -406,24 +449,10 @@ template <class Op> struct ExactRun {
 #pragma unroll
             for (int l = 1; l < L; ++l) s.t[e][l] = 0.0;
         }
-        s.adds = 0;
+        s.spill.adds = 0;
+        s.spill.used = false;
         s.seen = false;
-        s.used = false;
         return s;
-    }
-    static __device__ __forceinline__ void use(State& s) {
-        if (!s.used) {
-#pragma unroll
-            for (int i = 0; i < F::K; ++i) s.spill.chunk[i] = 0;
-            s.spill.flags = 0;
-            s.used = true;
-        }
-    }
-    static __device__ __forceinline__ void counted(State& s) {
-        if (++s.adds == exact::RUN_ADDS) {
-            exact::normalize(s.spill.chunk);
-            s.adds = 0;
-        }
     }
     // x (finite, below FAST_MAX) into expansion e.
     static __device__ __forceinline__ void expand(State& s, int e, double x) {
@@ -433,20 +462,13 @@ template <class Op> struct ExactRun {
             r = exact::two_sum_into(s.t[e][l], r);
             if (r == 0.0) return;
         }
-        use(s);
-        exact::deposit_double(s.spill.chunk, r, F::LOW);
-        counted(s);
-    }
-    static __device__ __forceinline__ void direct(State& s, In x) {
-        use(s);
-        exact::add_element(s.spill.chunk, s.spill.flags, x);
-        counted(s);
+        exact::spill_double<F>(&s.spill, r);
     }
     static __device__ __forceinline__ void add(const Op&, State& s, In x, u64) {
         s.seen = true;
         const double d = X::up(x);
         if (fabs(d) < exact::FAST_MAX) expand(s, 0, d);
-        else direct(s, x);
+        else exact::spill_element<F>(&s.spill, x);
     }
     template <int VEC>
     static __device__ __forceinline__ void add_all(const Op&, State& s, const In (&v)[VEC], u64) {
@@ -465,7 +487,7 @@ template <class Op> struct ExactRun {
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {
                 if (fabs(d[i]) < exact::FAST_MAX) expand(s, i % E, d[i]);
-                else direct(s, v[i]);
+                else exact::spill_element<F>(&s.spill, v[i]);
             }
         }
     }
@@ -477,9 +499,9 @@ template <class Op> struct ExactRun {
         return s.seen ? exact::SEEN | (not_neg_zero ? exact::NOT_NEG_ZERO : 0ull) : 0ull;
     }
     static __device__ __forceinline__ Acc end(const Op&, State s) {
-        use(s);
+        exact::spill_use<F>(&s.spill);
         // Each chunk is below (RUN_ADDS + E L) 2^48 in magnitude after the deposits below.
-        Acc a = s.spill;
+        Acc a = s.spill.acc;
 #pragma unroll
         for (int e = 0; e < E; ++e)
 #pragma unroll
@@ -499,10 +521,10 @@ template <class Op> struct ExactRun {
         for (int i = threadIdx.x; i < F::K + 1; i += BLOCK) w[i] = 0;
         __syncthreads();
         // Each chunk receives below BLOCK (1 + E L) 2^48 in magnitude: far from 2^63.
-        if (s.used) {
-            exact::normalize(s.spill.chunk);
+        if (s.spill.used) {
+            exact::normalize(s.spill.acc.chunk);
             for (int i = 0; i < F::K; ++i)
-                if (s.spill.chunk[i] != 0) atomicAdd(&w[i], (unsigned long long)s.spill.chunk[i]);
+                if (s.spill.acc.chunk[i] != 0) atomicAdd(&w[i], (unsigned long long)s.spill.acc.chunk[i]);
         }
         i64 c[3];
         int at[3];
@@ -514,8 +536,34 @@ template <class Op> struct ExactRun {
                 for (int j = 0; j < parts; ++j)
                     if (c[j] != 0) atomicAdd(&w[at[j]], (unsigned long long)c[j]);
             }
-        const unsigned f = __reduce_or_sync(0xffffffffu, (unsigned)(term_flags(s) | (s.used ? s.spill.flags : 0ull)));
+        const unsigned f = __reduce_or_sync(0xffffffffu, (unsigned)(term_flags(s) | (s.spill.used ? s.spill.acc.flags : 0ull)));
         if ((threadIdx.x & 31) == 0 && f != 0) atomicOr(&w[F::K], (unsigned long long)f);
+        __syncthreads();
+        Acc a;
+        if (threadIdx.x == 0) {
+            a = smem[0];
+            exact::normalize(a.chunk);
+        }
+        return a;
+    }
+    // The block's accumulator, meaningful in thread 0, from the m partials of a launch's
+    // blocks (canonical accumulators), added chunk by chunk with integer atomics in shared
+    // memory as block_end does: chunks 0 to K-2 hold digits below 2^48, and m is at most
+    // 2^13 (the reduction's largest grid), so no sum overflows. Every thread of the block
+    // calls it.
+    template <int BLOCK>
+    static __device__ __forceinline__ Acc join_partials(const Op&, const Acc* p, u64 m, Acc* smem) {
+        unsigned long long* w = reinterpret_cast<unsigned long long*>(&smem[0]);
+        for (int i = threadIdx.x; i < F::K + 1; i += BLOCK) w[i] = 0;
+        __syncthreads();
+        for (u64 j = threadIdx.x; j < m * F::K; j += BLOCK) {
+            const i64 c = __ldcg(reinterpret_cast<const long long*>(&p[j / F::K].chunk[j % F::K]));
+            if (c != 0) atomicAdd(&w[j % F::K], (unsigned long long)c);
+        }
+        for (u64 i = threadIdx.x; i < m; i += BLOCK) {
+            const u64 f = __ldcg(reinterpret_cast<const unsigned long long*>(&p[i].flags));
+            if (f != 0) atomicOr(&w[F::K], (unsigned long long)f);
+        }
         __syncthreads();
         Acc a;
         if (threadIdx.x == 0) {

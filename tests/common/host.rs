@@ -101,6 +101,7 @@ pub const INTRINSICS: &str = r#"
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__
 static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
