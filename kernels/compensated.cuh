@@ -67,6 +67,7 @@ template <class T> struct CompensatedSum {
     typedef typename sum_calc<T>::type W;
     typedef T In; typedef DoubleWord<W> Acc; typedef T Out;
     static_assert(sizeof(Acc) == 2 * sizeof(W), "DoubleWord<W> is two words, as in Rust");
+    static constexpr bool LANE_RUNS = true;  // full tiles read as lane runs (reduce.cuh)
     __device__ Acc identity() const { Acc r; r.hi = (W)0; r.lo = (W)0; return r; }
     __device__ Acc lift(In x, u64) const { Acc r; r.hi = sum_calc<T>::to(x); r.lo = (W)0; return r; }
     __device__ Acc combine(Acc a, Acc b) const { return dw::add(a, b); }

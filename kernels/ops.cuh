@@ -135,6 +135,7 @@ struct MeanVarV { double count; double mean; double m2; };
 // with NumPy's answers on infinities and overflow (src/ops/stats.rs).
 template <class T> struct MeanVar {
     typedef T In; typedef MeanVarV Acc; typedef MeanVarV Out;
+    static constexpr bool LANE_RUNS = true;  // full tiles read as lane runs (reduce.cuh)
     __device__ Acc identity() const { Acc r; r.count = 0.0; r.mean = 0.0; r.m2 = 0.0; return r; }
     __device__ Acc lift(In x, u64) const { Acc r; r.count = 1.0; r.mean = (double)up(x); r.m2 = 0.0; return r; }
     // The Rust half's branches, arranged for the device: the common case (both sides

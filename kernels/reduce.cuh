@@ -148,6 +148,46 @@ template <class Op> struct full_op<Op, typename void_type<decltype(&Op::combine_
     static constexpr bool HAS = true;
 };
 
+// Lane runs: a tile that lies wholly in the input, read so that each lane holds K * VEC
+// contiguous positions (its K loads one after another, at `base` + warp * 32 K VEC + lane *
+// K VEC + k VEC) instead of load k of every lane side by side. The lane builds the tree over
+// its run alone, then the warp joins its 32 runs and the block its warps: the same aligned
+// nodes in the same order, so the same bits as tile_reduce_at, with one shuffle tree a tile
+// instead of one a load. For operators whose accumulator is large or whose combine is dear
+// (MeanVar's 24 bytes: a shuffle tree of 30 shuffles and 5 combines a load was most of its
+// instructions; CompensatedSum's TwoSums); the loads
+// stride K * 16 bytes across the warp, which the L1 cache merges, so operators with small
+// accumulators keep the side-by-side loads. An operator asks for it with a static
+// `LANE_RUNS = true`.
+template <class Op, class = void> struct lane_runs { static constexpr bool value = false; };
+template <class Op> struct lane_runs<Op, typename void_type<decltype(Op::LANE_RUNS)>::type> {
+    static constexpr bool value = Op::LANE_RUNS;
+};
+template <class Op, int BLOCK, int K, int VEC, class Loader>
+__device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const Loader& ld, u64 base,
+                                                             typename Op::Acc* smem) {
+    typedef typename Op::Acc Acc;
+    constexpr u64 RUN = (u64)K * VEC;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const u64 at = base + (u64)warp * 32 * RUN + (u64)lane * RUN;
+    // The raw inputs first (all K loads in flight), lifted a load at a time: K * VEC lifted
+    // accumulators at once would not fit in registers.
+    typename Op::In raw[K][VEC];
+#pragma unroll
+    for (int k = 0; k < K; ++k) ld.fetch(at + (u64)k * VEC, raw[k]);
+    Acc v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        Acc items[VEC];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) items[i] = op.lift(raw[k][i], at + (u64)k * VEC + i);
+        thread_reduce(op, items, RUN);
+        v[k] = items[0];
+    }
+    thread_reduce(op, v, RUN);
+    return block_reduce_warps<BLOCK>(op, warp_reduce(op, v[0]), smem);
+}
+
 // One thread's K loads of a tile folded into its run state `st` (cf::Run), in index order:
 // load k reads the VEC positions at `at` + k * WIDTH * VEC (`at`: the thread's first
 // position in the tile; WIDTH lanes share a load instruction), all K issued before any is
@@ -208,6 +248,21 @@ __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader&
     return block_reduce_warps<BLOCK>(op, acc, smem);
 }
 
+// The blocks of BLOCK threads a multiprocessor should hold at once, for the kernel's
+// __launch_bounds__: 1 (no bound on registers), unless the operator's run (cf::Run) names a
+// register budget `REGS` for its threads, as ExactSum's does: its hot loop needs few
+// registers, but code run once a block (joining the accumulators, rounding them) holds whole
+// accumulators (368 bytes for f64) and would set the register count of the whole kernel.
+template <class R, class = void> struct run_regs { static constexpr int value = 0; };
+template <class R> struct run_regs<R, typename void_type<decltype(R::REGS)>::type> {
+    static constexpr int value = R::REGS;
+};
+template <class Op, int BLOCK> struct min_blocks {
+    static constexpr int regs = run_regs<Run<Op>>::value;
+    static constexpr int by_regs = regs > 0 ? 65536 / (BLOCK * regs) : 1;
+    static constexpr int value = by_regs < 1 ? 1 : by_regs > 2048 / BLOCK ? 2048 / BLOCK : by_regs;
+};
+
 // The device-wide reduction of positions 0..n read through `ld`, by the whole grid: each
 // block reduces `tiles_per_block` consecutive tiles of BLOCK*K*VEC positions (a binary
 // counter over tiles; for an ORDER_FREE operator, cf::free_run), writes its partial, and the
@@ -238,11 +293,14 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
             const u64 base = first + j * TILE;
             Acc t = op.identity();
             bool done = base >= n;
-            if constexpr (full_op<Op>::HAS) {
+            if constexpr (full_op<Op>::HAS || lane_runs<Op>::value) {
                 if (!done && base + TILE <= n) {
                     typename full_op<Op>::type full;
                     static_cast<Op&>(full) = op;
-                    t = tile_reduce<typename full_op<Op>::type, BLOCK, K, VEC>(full, ld, base, limit, smem[j & 1]);
+                    if constexpr (lane_runs<Op>::value)
+                        t = tile_reduce_runs<typename full_op<Op>::type, BLOCK, K, VEC>(full, ld, base, smem[j & 1]);
+                    else
+                        t = tile_reduce<typename full_op<Op>::type, BLOCK, K, VEC>(full, ld, base, limit, smem[j & 1]);
                     done = true;
                 }
             }
@@ -278,8 +336,20 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
     if (!last) return;
     __threadfence();
     const u64 m = gridDim.x;
-    PartialLoader<Op> pl{partials, m};
-    Acc r = tile_reduce<Op, BLOCK, FINAL_K, 1>(op, pl, 0, next_pow2(m), smem[0]);
+    Acc r;
+    if constexpr (ORDER_FREE && has_block_end<Run<Op>>::value) {
+        r = Run<Op>::template join_partials<BLOCK>(op, partials, m, smem[0]);
+    } else if constexpr (ORDER_FREE) {
+        // Any order gives the bits: each thread folds every BLOCK-th partial, one
+        // accumulator in registers (FINAL_K of them at once, as below, set the register
+        // count of the whole kernel for large accumulators: ExactSum's).
+        r = op.identity();
+        for (u64 i = threadIdx.x; i < m; i += BLOCK) r = op.combine(r, load_cg(partials + i));
+        r = block_reduce<BLOCK>(op, r, smem[0]);
+    } else {
+        PartialLoader<Op> pl{partials, m};
+        r = tile_reduce<Op, BLOCK, FINAL_K, 1>(op, pl, 0, next_pow2(m), smem[0]);
+    }
     if (threadIdx.x == 0) store_out(out, op.finish(r, n));
 }
 
@@ -295,7 +365,7 @@ typedef cf_op_t::In cf_in_t;
 typedef cf_op_t::Acc cf_acc_t;
 typedef cf_op_t::Out cf_out_t;
 
-extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+extern "C" __global__ void __launch_bounds__(CF_BLOCK, cf::min_blocks<cf_op_t, CF_BLOCK>::value)
 cf_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles_per_block, cf::u64 limit,
           cf_acc_t* partials, unsigned long long* ticket, cf_out_t* out,
           const cf::OpBytes<CF_OP_BYTES> op_bytes) {
