@@ -399,32 +399,52 @@ template <class Acc> struct ExactSpill {
 
 namespace exact {
 
-template <class F, class Acc> __device__ __forceinline__ void spill_use(ExactSpill<Acc>* sp) {
-    if (!sp->used) {
+template <class F, class Acc> __device__ __forceinline__ void spill_use(ExactSpill<Acc>& sp) {
+    if (!sp.used) {
 #pragma unroll
-        for (int i = 0; i < F::K; ++i) sp->acc.chunk[i] = 0;
-        sp->acc.flags = 0;
-        sp->used = true;
+        for (int i = 0; i < F::K; ++i) sp.acc.chunk[i] = 0;
+        sp.acc.flags = 0;
+        sp.used = true;
     }
 }
-template <class F, class Acc> __device__ __forceinline__ void spill_counted(ExactSpill<Acc>* sp) {
-    if (++sp->adds == RUN_ADDS) {
-        normalize(sp->acc.chunk);
-        sp->adds = 0;
+template <class F, class Acc> __device__ __forceinline__ void spill_counted(ExactSpill<Acc>& sp) {
+    if (++sp.adds == RUN_ADDS) {
+        normalize(sp.acc.chunk);
+        sp.adds = 0;
     }
 }
-// An expansion's last error r (finite, a whole multiple of 2^LOW) deposited exactly.
-template <class F, class Acc> __device__ __noinline__ void spill_double(ExactSpill<Acc>* sp, double r) {
+// An expansion's last error r (finite, a whole multiple of 2^LOW) deposited exactly. The
+// spill state goes in and out by value: a pointer to it would make the whole run state,
+// expansions included, live in local memory.
+template <class F, class Acc>
+__device__ __noinline__ ExactSpill<Acc> spill_double(ExactSpill<Acc> sp, double r) {
     spill_use<F>(sp);
-    deposit_double(sp->acc.chunk, r, F::LOW);
+    deposit_double(sp.acc.chunk, r, F::LOW);
     spill_counted<F>(sp);
+    return sp;
 }
 // An element the expansions do not take (not finite, or of magnitude FAST_MAX or more).
-template <class F, class Acc, class T> __device__ __noinline__ void spill_element(ExactSpill<Acc>* sp, T x) {
+template <class F, class Acc, class T>
+__device__ __noinline__ ExactSpill<Acc> spill_element(ExactSpill<Acc> sp, T x) {
     spill_use<F>(sp);
-    add_element(sp->acc.chunk, sp->acc.flags, x);
+    add_element(sp.acc.chunk, sp.acc.flags, x);
     spill_counted<F>(sp);
+    return sp;
 }
+// The same for accumulators too large to pass by value (f64's 368 bytes), through a pointer:
+// the run state then lives in local memory.
+template <class F, class Acc> __device__ __noinline__ void spill_double_at(ExactSpill<Acc>* sp, double r) {
+    spill_use<F>(*sp);
+    deposit_double(sp->acc.chunk, r, F::LOW);
+    spill_counted<F>(*sp);
+}
+template <class F, class Acc, class T> __device__ __noinline__ void spill_element_at(ExactSpill<Acc>* sp, T x) {
+    spill_use<F>(*sp);
+    add_element(sp->acc.chunk, sp->acc.flags, x);
+    spill_counted<F>(*sp);
+}
+// Accumulators passed by value: the f32 (f16, bf16) one.
+template <class F> struct spill_by_value { static constexpr bool value = F::K <= 8; };
 
 }  // namespace exact
 
@@ -434,8 +454,9 @@ template <class Op> struct ExactRun {
     typedef exact_traits<In> F;
     typedef exact_fast<In> X;
     static constexpr int E = X::E, L = X::L;
-    // Registers a thread may use (cf::min_blocks): the hot loop needs fewer.
-    static constexpr int REGS = 64;
+    // Registers a thread may use (cf::min_blocks): 80 hold the f32 run with no spill; the
+    // f64 one keeps its 368-byte spill state in local memory whatever the budget.
+    static constexpr int REGS = F::K <= 8 ? 80 : 64;
     struct State {
         double t[E][L];
         ExactSpill<Acc> spill;
@@ -462,13 +483,18 @@ template <class Op> struct ExactRun {
             r = exact::two_sum_into(s.t[e][l], r);
             if (r == 0.0) return;
         }
-        exact::spill_double<F>(&s.spill, r);
+        if constexpr (exact::spill_by_value<F>::value) s.spill = exact::spill_double<F>(s.spill, r);
+        else exact::spill_double_at<F>(&s.spill, r);
+    }
+    static __device__ __forceinline__ void spill(State& s, In x) {
+        if constexpr (exact::spill_by_value<F>::value) s.spill = exact::spill_element<F>(s.spill, x);
+        else exact::spill_element_at<F>(&s.spill, x);
     }
     static __device__ __forceinline__ void add(const Op&, State& s, In x, u64) {
         s.seen = true;
         const double d = X::up(x);
         if (fabs(d) < exact::FAST_MAX) expand(s, 0, d);
-        else exact::spill_element<F>(&s.spill, x);
+        else spill(s, x);
     }
     template <int VEC>
     static __device__ __forceinline__ void add_all(const Op&, State& s, const In (&v)[VEC], u64) {
@@ -487,7 +513,7 @@ template <class Op> struct ExactRun {
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {
                 if (fabs(d[i]) < exact::FAST_MAX) expand(s, i % E, d[i]);
-                else exact::spill_element<F>(&s.spill, v[i]);
+                else spill(s, v[i]);
             }
         }
     }
@@ -499,7 +525,7 @@ template <class Op> struct ExactRun {
         return s.seen ? exact::SEEN | (not_neg_zero ? exact::NOT_NEG_ZERO : 0ull) : 0ull;
     }
     static __device__ __forceinline__ Acc end(const Op&, State s) {
-        exact::spill_use<F>(&s.spill);
+        exact::spill_use<F>(s.spill);
         // Each chunk is below (RUN_ADDS + E L) 2^48 in magnitude after the deposits below.
         Acc a = s.spill.acc;
 #pragma unroll
