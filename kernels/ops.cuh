@@ -131,6 +131,20 @@ template <class T> struct Mean : WideSum<T> {
 
 struct MeanVarV { double count; double mean; double m2; };
 
+// Whether an input keeps MeanVar's combine_full on its finite branch: a magnitude of at most
+// 2^1022 as a double, no NaN (src/ops/stats.rs, TAME_MAX), so that every mean of such inputs
+// and every difference of two means is finite. Floats of 4 bytes or less are tame when
+// finite (their largest is far below 2^1022), integers always.
+template <class T> __device__ __forceinline__ bool meanvar_tame(T x) { return fabs((double)up(x)) <= 4.49423283715579e307; }
+__device__ __forceinline__ bool meanvar_tame(float x) { return (__float_as_uint(x) & 0x7fffffffu) < 0x7f800000u; }
+__device__ __forceinline__ bool meanvar_tame(f16 x) { return (x.bits & 0x7fffu) < 0x7c00u; }
+__device__ __forceinline__ bool meanvar_tame(bf16 x) { return (x.bits & 0x7fffu) < 0x7f80u; }
+__device__ __forceinline__ bool meanvar_tame(int) { return true; }
+__device__ __forceinline__ bool meanvar_tame(i64) { return true; }
+__device__ __forceinline__ bool meanvar_tame(unsigned) { return true; }
+__device__ __forceinline__ bool meanvar_tame(u64) { return true; }
+__device__ __forceinline__ bool meanvar_tame(unsigned char) { return true; }
+
 // Chan, Golub and LeVeque's pairwise combination of (count, mean, sum of squared deviations),
 // with NumPy's answers on infinities and overflow (src/ops/stats.rs).
 template <class T> struct MeanVar {
@@ -154,6 +168,18 @@ template <class T> struct MeanVar {
     // the input (reduce.cuh, cf::full_op): the same bits, without the division and the
     // empty-side checks.
     __device__ Acc combine_full(Acc a, Acc b) const { return weighted(a, b, 0.5); }
+    // combine_full of nodes over tame inputs only (meanvar_tame): d is finite, so this is
+    // weighted's finite branch alone, the same bits without the test and the selects (the
+    // CPU's leaves take the same shortcut, `moments::<true>`). Used by lane runs (reduce.cuh).
+    __device__ bool tame(In x) const { return meanvar_tame(x); }
+    __device__ Acc combine_tame(Acc a, Acc b) const {
+        Acc r;
+        r.count = a.count + b.count;
+        const double d = b.mean - a.mean;
+        r.mean = a.mean + d * 0.5;
+        r.m2 = a.m2 + b.m2 + d * d * (a.count * 0.5);
+        return r;
+    }
     __device__ __forceinline__ Acc weighted(Acc a, Acc b, double w) const {
         Acc r;
         r.count = a.count + b.count;

@@ -163,6 +163,35 @@ template <class Op, class = void> struct lane_runs { static constexpr bool value
 template <class Op> struct lane_runs<Op, typename void_type<decltype(Op::LANE_RUNS)>::type> {
     static constexpr bool value = Op::LANE_RUNS;
 };
+// An operator may also give a cheaper combine for nodes whose inputs all pass its `tame`
+// test (MeanVar: finite differences of means, no branch): `combine_tame`, with combine's bits
+// on such nodes. A lane whose run is all tame builds its tree with it.
+template <class Op, class = void> struct has_tame { static constexpr bool value = false; };
+template <class Op> struct has_tame<Op, typename void_type<decltype(&Op::combine_tame)>::type> {
+    static constexpr bool value = true;
+};
+template <class Op> struct TameCombine : Op {
+    __device__ __forceinline__ typename Op::Acc combine(typename Op::Acc a, typename Op::Acc b) const {
+        return Op::combine_tame(a, b);
+    }
+};
+// The tree over a lane's run of K loads of VEC raw inputs at `at` (lane runs, below).
+template <class Op, int K, int VEC>
+__device__ __forceinline__ typename Op::Acc lane_run_tree(const Op& op, const typename Op::In (&raw)[K][VEC], u64 at) {
+    typedef typename Op::Acc Acc;
+    constexpr u64 RUN = (u64)K * VEC;
+    Acc v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        Acc items[VEC];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) items[i] = op.lift(raw[k][i], at + (u64)k * VEC + i);
+        thread_reduce(op, items, RUN);
+        v[k] = items[0];
+    }
+    thread_reduce(op, v, RUN);
+    return v[0];
+}
 template <class Op, int BLOCK, int K, int VEC, class Loader>
 __device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const Loader& ld, u64 base,
                                                              typename Op::Acc* smem) {
@@ -175,17 +204,24 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const
     typename Op::In raw[K][VEC];
 #pragma unroll
     for (int k = 0; k < K; ++k) ld.fetch(at + (u64)k * VEC, raw[k]);
-    Acc v[K];
+    Acc r;
+    if constexpr (has_tame<Op>::value) {
+        bool tame = true;
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-        Acc items[VEC];
+        for (int k = 0; k < K; ++k)
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) items[i] = op.lift(raw[k][i], at + (u64)k * VEC + i);
-        thread_reduce(op, items, RUN);
-        v[k] = items[0];
+            for (int i = 0; i < VEC; ++i) tame &= op.tame(raw[k][i]);
+        if (tame) {
+            TameCombine<Op> t;
+            static_cast<Op&>(t) = op;
+            r = lane_run_tree<TameCombine<Op>, K, VEC>(t, raw, at);
+        } else {
+            r = lane_run_tree<Op, K, VEC>(op, raw, at);
+        }
+    } else {
+        r = lane_run_tree<Op, K, VEC>(op, raw, at);
     }
-    thread_reduce(op, v, RUN);
-    return block_reduce_warps<BLOCK>(op, warp_reduce(op, v[0]), smem);
+    return block_reduce_warps<BLOCK>(op, warp_reduce(op, r), smem);
 }
 
 // One thread's K loads of a tile folded into its run state `st` (cf::Run), in index order:
