@@ -270,9 +270,20 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
     }
 }
 
+/// Accumulators of at least this many bytes (MeanVar's 24) take at most [`HEAVY_BLOCK`]
+/// threads a block, when their operator is not order-free ([`ReduceConfig::block`]).
+pub(crate) const HEAVY_ACC_BYTES: usize = 24;
+/// See [`HEAVY_ACC_BYTES`].
+pub(crate) const HEAVY_BLOCK: u32 = 256;
+
 impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     fn new(gpu: Gpu, op: O, config: ReduceConfig) -> Result<Self> {
-        let shape = ReduceShape::for_operator::<T, O>(config.get_block())?;
+        let block = if !O::ORDER_FREE && std::mem::size_of::<O::Acc>() >= HEAVY_ACC_BYTES {
+            config.get_block().min(HEAVY_BLOCK)
+        } else {
+            config.get_block()
+        };
+        let shape = ReduceShape::for_operator::<T, O>(block)?;
         let large_shape = ReduceShape::for_operator::<T, O>(config.get_large_block())?;
         let large =
             (O::ORDER_FREE && config.get_large_from_len() != u64::MAX && large_shape != shape)
