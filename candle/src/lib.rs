@@ -20,10 +20,14 @@
 //! **Where it runs.** On a CUDA tensor (feature `cuda`), on the tensor's own device and
 //! stream (`CudaDevice::cuda_stream()`), into memory allocated by candle's device, with no
 //! host synchronisation inside, except `reduce_by_key`, which must learn the number of runs
-//! before it sizes its outputs (one wait, as `torch.unique_consecutive`). Capturing the calls
-//! in a CUDA graph is not supported yet: a replay of captured calls, whose outputs candle
-//! allocates during the capture, has been seen to leave them unwritten. Kernels are compiled
-//! by NVRTC on first use and kept for the device. On a CPU tensor, cufold's CPU backend: **the same bits** as the GPU.
+//! before it sizes its outputs (one wait, as `torch.unique_consecutive`). The calls can
+//! be captured in a CUDA graph once each has run before the capture (that run compiles its
+//! kernel and sizes cufold's scratch memory). A call along another dim than the last, or on a
+//! strided view, goes through candle's `contiguous`, whose copy uploads its layout from host
+//! memory: run the warm-up and the capture inside candle's
+//! `CudaDevice::enable_cuda_graph_htod_cache()`, as for candle's own strided ops. Kernels are
+//! compiled by NVRTC on first use and kept for the device. On a CPU tensor, cufold's CPU
+//! backend: **the same bits** as the GPU.
 //!
 //! **Results.** The canonical combination tree of cufold: a row's result depends on its
 //! length only, never on the launch, and is the same on the CPU and every GPU. f16 and bf16
