@@ -166,6 +166,30 @@ fn time<T: Data, O: Operator<T>>(
     Ok((ms, bad.is_none()))
 }
 
+/// The last prefix of the f32 data's inclusive cumsum and compensated scan, against the
+/// exact sum (`ExactSum` of the same values as f64, rounded once to f64): the relative error
+/// of each. At a power-of-two N the
+/// last prefix is the canonical tree over all N, so the CPU's reduction gives its bits (which
+/// the GPU scans above match).
+fn last_prefix_errors(log2: &[u32]) -> Res<()> {
+    let cpu = Cpu::new();
+    for &lg in log2 {
+        let n = 1usize << lg;
+        let host = generate::<f32>(n, 0x5eed ^ lg as u64);
+        let wide: Vec<f64> = host.iter().map(|&x| x as f64).collect();
+        let exact: f64 = cpu.reduce(&wide, cufold::ops::ExactSum)?;
+        let plain: f32 = cpu.reduce(&host, Sum)?;
+        let comp: f32 = cpu.reduce(&host, CompensatedSum)?;
+        let rel = |x: f32| ((x as f64 - exact) / exact).abs();
+        println!(
+            "last prefix f32 2^{lg}: exact {exact:e}, cumsum rel. error {:.3e}, compensated {:.3e}",
+            rel(plain),
+            rel(comp)
+        );
+    }
+    Ok(())
+}
+
 fn run<T: Data, O: Operator<T>>(
     base: &Gpu,
     a: &Args,
@@ -285,6 +309,9 @@ fn main() -> Res<()> {
                 (o, d) => return Err(format!("unknown op or dtype {o} {d}").into()),
             };
         }
+    }
+    if a.ops.iter().any(|o| o == "compensated") && a.dtypes.iter().any(|d| d == "f32") {
+        last_prefix_errors(&a.log2)?;
     }
     println!("\n| op | dtype | N | config | ms | GB/s |\n|---|---|---|---|---|---|");
     for r in &rows {

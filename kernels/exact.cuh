@@ -475,11 +475,12 @@ template <class Op> struct ExactRun {
         s.seen = false;
         return s;
     }
-    // x (finite, below FAST_MAX) into expansion e.
-    static __device__ __forceinline__ void expand(State& s, int e, double x) {
+    // x (finite, below FAST_MAX) into expansion e, from term `from` on.
+    static __device__ __forceinline__ void expand(State& s, int e, double x, int from = 0) {
         double r = x;
 #pragma unroll
         for (int l = 0; l < L; ++l) {
+            if (l < from) continue;
             r = exact::two_sum_into(s.t[e][l], r);
             if (r == 0.0) return;
         }
@@ -507,8 +508,21 @@ template <class Op> struct ExactRun {
             fast &= fabs(d[i]) < exact::FAST_MAX;  // false for NaN
         }
         if (fast) {
+            // Every element into its expansion's first term, then, only where some error is
+            // not zero (rare for f32 data), the errors into the next terms: one branch a load
+            // instead of one an element. Each term still takes its inputs in the same order.
+            double r[VEC];
+            bool carry = false;
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) expand(s, i % E, d[i]);
+            for (int i = 0; i < VEC; ++i) {
+                r[i] = exact::two_sum_into(s.t[i % E][0], d[i]);
+                carry |= r[i] != 0.0;
+            }
+            if (carry) {
+#pragma unroll
+                for (int i = 0; i < VEC; ++i)
+                    if (r[i] != 0.0) expand(s, i % E, r[i], 1);
+            }
         } else {
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {
@@ -542,27 +556,63 @@ template <class Op> struct ExactRun {
     // shared memory (smem[0]) with integer atomics, which commute, and thread 0 carries it
     // once. Far cheaper than a tree of 8 (K + 1)-byte accumulators through shuffles; the
     // same value, so the same canonical bits. Every thread of the block calls it.
+    // The sum of v over the warp, in every lane (every lane calls it).
+    static __device__ __forceinline__ i64 warp_sum(i64 v) {
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+        return v;
+    }
+    // Adds every lane's v into w (a shared word): summed over the warp by shuffles first, so
+    // that one atomic a warp reaches the word (the threads' terms mostly fall on the same
+    // chunks, and an atomic a lane serialised on them: about 200 us of fixed cost a launch
+    // on an H200). Skipped when the warp's v are all zero.
+    static __device__ __forceinline__ void warp_add(unsigned long long* w, i64 v) {
+        if (__any_sync(0xffffffffu, v != 0)) {
+            v = warp_sum(v);
+            if ((threadIdx.x & 31) == 0 && v != 0) atomicAdd(w, (unsigned long long)v);
+        }
+    }
+    // The block's accumulator, meaningful in thread 0, from every thread's state: the threads
+    // add their terms' digits and their (carried) spilled digits into one accumulator in
+    // shared memory (smem[0]), chunk by chunk, summed over each warp by shuffles and then
+    // with integer atomics, which commute, and thread 0 carries it once. Far cheaper than a
+    // tree of 8 (K + 1)-byte accumulators through shuffles; the same value, so the same
+    // canonical bits. Every thread of the block calls it.
     template <int BLOCK> static __device__ __forceinline__ Acc block_end(const Op&, State& s, Acc* smem) {
         unsigned long long* w = reinterpret_cast<unsigned long long*>(&smem[0]);
         for (int i = threadIdx.x; i < F::K + 1; i += BLOCK) w[i] = 0;
         __syncthreads();
-        // Each chunk receives below BLOCK (1 + E L) 2^48 in magnitude: far from 2^63.
-        if (s.spill.used) {
-            exact::normalize(s.spill.acc.chunk);
-            for (int i = 0; i < F::K; ++i)
-                if (s.spill.acc.chunk[i] != 0) atomicAdd(&w[i], (unsigned long long)s.spill.acc.chunk[i]);
-        }
-        i64 c[3];
-        int at[3];
+        // This thread's digits by chunk: its (carried) spill and its terms' parts. For f32
+        // (7 chunks) in registers, each part added where it falls by selects; for f64 (45) in
+        // local memory. A chunk's sum over the block is below BLOCK (1 + 3 E L) 2^48 in
+        // magnitude: far from 2^63.
+        constexpr bool REG = exact::spill_by_value<F>::value;
+        const bool spilled = s.spill.used;
+        if (spilled) exact::normalize(s.spill.acc.chunk);
+        i64 v[F::K];
+#pragma unroll
+        for (int i = 0; i < F::K; ++i) v[i] = spilled ? s.spill.acc.chunk[i] : 0;
 #pragma unroll
         for (int e = 0; e < E; ++e)
 #pragma unroll
             for (int l = 0; l < L; ++l) {
-                const int parts = exact::split_double(s.t[e][l], F::LOW, F::K, c, at);
-                for (int j = 0; j < parts; ++j)
-                    if (c[j] != 0) atomicAdd(&w[at[j]], (unsigned long long)c[j]);
+                i64 c[3];
+                int where[3];
+                const int parts = exact::split_double(s.t[e][l], F::LOW, F::K, c, where);
+#pragma unroll
+                for (int j = 0; j < 3; ++j) {
+                    if (j >= parts) break;
+                    if constexpr (REG) {
+#pragma unroll
+                        for (int i = 0; i < F::K; ++i) v[i] += where[j] == i ? c[j] : 0;
+                    } else {
+                        v[where[j]] += c[j];
+                    }
+                }
             }
-        const unsigned f = __reduce_or_sync(0xffffffffu, (unsigned)(term_flags(s) | (s.spill.used ? s.spill.acc.flags : 0ull)));
+#pragma unroll(REG ? F::K : 1)
+        for (int i = 0; i < F::K; ++i) warp_add(&w[i], v[i]);
+        const unsigned f = __reduce_or_sync(0xffffffffu, (unsigned)(term_flags(s) | (spilled ? s.spill.acc.flags : 0ull)));
         if ((threadIdx.x & 31) == 0 && f != 0) atomicOr(&w[F::K], (unsigned long long)f);
         __syncthreads();
         Acc a;
@@ -573,23 +623,26 @@ template <class Op> struct ExactRun {
         return a;
     }
     // The block's accumulator, meaningful in thread 0, from the m partials of a launch's
-    // blocks (canonical accumulators), added chunk by chunk with integer atomics in shared
-    // memory as block_end does: chunks 0 to K-2 hold digits below 2^48, and m is at most
-    // 2^13 (the reduction's largest grid), so no sum overflows. Every thread of the block
-    // calls it.
+    // blocks (canonical accumulators), added chunk by chunk as block_end does: chunks 0 to
+    // K-2 hold digits below 2^48, and m is at most 2^13 (the reduction's largest grid), so
+    // no sum overflows. Every thread of the block calls it.
     template <int BLOCK>
     static __device__ __forceinline__ Acc join_partials(const Op&, const Acc* p, u64 m, Acc* smem) {
         unsigned long long* w = reinterpret_cast<unsigned long long*>(&smem[0]);
         for (int i = threadIdx.x; i < F::K + 1; i += BLOCK) w[i] = 0;
         __syncthreads();
-        for (u64 j = threadIdx.x; j < m * F::K; j += BLOCK) {
-            const i64 c = __ldcg(reinterpret_cast<const long long*>(&p[j / F::K].chunk[j % F::K]));
-            if (c != 0) atomicAdd(&w[j % F::K], (unsigned long long)c);
+#pragma unroll 1
+        for (int i = 0; i < F::K; ++i) {
+            i64 v = 0;
+            for (u64 j = threadIdx.x; j < m; j += BLOCK)
+                v += __ldcg(reinterpret_cast<const long long*>(&p[j].chunk[i]));
+            warp_add(&w[i], v);
         }
-        for (u64 i = threadIdx.x; i < m; i += BLOCK) {
-            const u64 f = __ldcg(reinterpret_cast<const unsigned long long*>(&p[i].flags));
-            if (f != 0) atomicOr(&w[F::K], (unsigned long long)f);
-        }
+        unsigned f = 0;
+        for (u64 j = threadIdx.x; j < m; j += BLOCK)
+            f |= (unsigned)__ldcg(reinterpret_cast<const unsigned long long*>(&p[j].flags));
+        f = __reduce_or_sync(0xffffffffu, f);
+        if ((threadIdx.x & 31) == 0 && f != 0) atomicOr(&w[F::K], (unsigned long long)f);
         __syncthreads();
         Acc a;
         if (threadIdx.x == 0) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the tests and examples (in the light gpu-test profile) and the benches (in release),
+# Builds the tests (in the light gpu-test profile), the examples and the benches (in release),
 # with the nccl feature, on a
 # machine without a GPU and gathers the binaries, stripped, in .gpu/bin of the repository,
 # with two runners, so that a CUDA machine with no Rust toolchain can run them:
@@ -49,14 +49,15 @@ if [[ $what == --candle ]]; then
     --message-format=json | collect bench
 else
   # The candle adapter is staged apart (--candle): its binaries carry candle's kernels.
-  # Tests and examples in the light gpu-test profile (Cargo.toml), benches in release.
+  # Tests in the light gpu-test profile (Cargo.toml), examples and benches in release.
   if [[ $what == --tests && -n ${2:-} ]]; then
     cargo test -p cufold --features nccl --profile gpu-test --no-run \
       $(printf -- '--test %s ' ${2//,/ }) --message-format=json | collect
   elif [[ $what != --benches ]]; then
     cargo test --workspace --exclude cufold-candle --features nccl --profile gpu-test --no-run \
       --message-format=json | collect
-    cargo build --workspace --exclude cufold-candle --features nccl --profile gpu-test --examples \
+    # Examples in release: some time long sequential loops (pi's up to 10^9 intervals).
+    cargo build --workspace --exclude cufold-candle --features nccl --release --examples \
       --message-format=json | collect
   fi
   if [[ $what != --tests ]]; then
