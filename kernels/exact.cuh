@@ -612,7 +612,13 @@ template <class Op> struct ExactRun {
             }
 #pragma unroll(REG ? F::K : 1)
         for (int i = 0; i < F::K; ++i) warp_add(&w[i], v[i]);
-        const unsigned f = __reduce_or_sync(0xffffffffu, (unsigned)(term_flags(s) | (spilled ? s.spill.acc.flags : 0ull)));
+        return joined((unsigned)(term_flags(s) | (spilled ? s.spill.acc.flags : 0ull)), smem);
+    }
+    // The end of block_end and join_partials: every lane's flags ORed into the shared
+    // accumulator (smem[0]), which thread 0 then carries and returns.
+    static __device__ __forceinline__ Acc joined(unsigned flags, Acc* smem) {
+        unsigned long long* w = reinterpret_cast<unsigned long long*>(&smem[0]);
+        const unsigned f = __reduce_or_sync(0xffffffffu, flags);
         if ((threadIdx.x & 31) == 0 && f != 0) atomicOr(&w[F::K], (unsigned long long)f);
         __syncthreads();
         Acc a;
@@ -641,15 +647,7 @@ template <class Op> struct ExactRun {
         unsigned f = 0;
         for (u64 j = threadIdx.x; j < m; j += BLOCK)
             f |= (unsigned)__ldcg(reinterpret_cast<const unsigned long long*>(&p[j].flags));
-        f = __reduce_or_sync(0xffffffffu, f);
-        if ((threadIdx.x & 31) == 0 && f != 0) atomicOr(&w[F::K], (unsigned long long)f);
-        __syncthreads();
-        Acc a;
-        if (threadIdx.x == 0) {
-            a = smem[0];
-            exact::normalize(a.chunk);
-        }
-        return a;
+        return joined(f, smem);
     }
 #endif
 };
