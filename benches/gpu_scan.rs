@@ -168,9 +168,8 @@ fn time<T: Data, O: Operator<T>>(
 
 /// The last prefix of the f32 data's inclusive cumsum and compensated scan, against the
 /// exact sum (`ExactSum` of the same values as f64, rounded once to f64): the relative error
-/// of each. At a power-of-two N the
-/// last prefix is the canonical tree over all N, so the CPU's reduction gives its bits (which
-/// the GPU scans above match).
+/// of each. At a power-of-two N the last prefix is the canonical tree over all N, so the
+/// CPU's reduction gives its bits (which the GPU scans above match).
 fn last_prefix_errors(log2: &[u32]) -> Res<()> {
     let cpu = Cpu::new();
     for &lg in log2 {

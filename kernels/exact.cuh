@@ -551,11 +551,6 @@ template <class Op> struct ExactRun {
         return a;
     }
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)  // (not in the host check)
-    // The block's accumulator, meaningful in thread 0, from every thread's state: the threads
-    // add their terms' digits and their (carried) spilled digits into one accumulator in
-    // shared memory (smem[0]) with integer atomics, which commute, and thread 0 carries it
-    // once. Far cheaper than a tree of 8 (K + 1)-byte accumulators through shuffles; the
-    // same value, so the same canonical bits. Every thread of the block calls it.
     // The sum of v over the warp, in every lane (every lane calls it).
     static __device__ __forceinline__ i64 warp_sum(i64 v) {
 #pragma unroll
