@@ -156,8 +156,8 @@ template <class Op> struct full_op<Op, typename void_type<decltype(&Op::combine_
 // instead of one a load. For operators whose accumulator is large or whose combine is dear
 // (MeanVar's 24 bytes: a shuffle tree of 30 shuffles and 5 combines a load was most of its
 // instructions; CompensatedSum's TwoSums); the loads stride K * 16 bytes across the warp,
-// which the L1 cache merges, so operators with small accumulators keep the side-by-side loads. An operator asks for it with a static
-// `LANE_RUNS = true`.
+// which the L1 cache merges, so operators with small accumulators keep the side-by-side loads.
+// An operator asks for it with a static `LANE_RUNS = true`.
 template <class Op, class = void> struct lane_runs { static constexpr bool value = false; };
 template <class Op> struct lane_runs<Op, typename void_type<decltype(Op::LANE_RUNS)>::type> {
     static constexpr bool value = Op::LANE_RUNS;
