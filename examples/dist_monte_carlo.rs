@@ -54,8 +54,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let layout = ChunkLayout::new(n, ranks)?;
     let mc = MonteCarlo::<[f32; 4], _>::new(Product4).seed(args.seed);
     println!(
-        "{n} samples over {ranks} rank(s) on {devices} GPU(s), {} samples each",
-        layout.chunk()
+        "{n} samples over {ranks} rank(s) on {devices} GPU(s), {} samples on rank 0",
+        layout.range(0).end
     );
 
     let start = Instant::now();

@@ -38,15 +38,19 @@ fn on_ranks<T: Sync, R: Send>(
     })
 }
 
-/// Every layout worth trying for `n` elements: the smallest chunk for 1..=5 and 8 ranks,
-/// and chunks up to 4 times larger (ranks past the end hold nothing).
+/// Every layout worth trying for `n` elements over 1..=5 and 8 ranks: the balanced one,
+/// balanced ones of a fine grain (shares of many pieces), the smallest chunks and chunks up
+/// to 4 times larger (ranks past the end hold nothing).
 fn layouts(n: u64) -> Vec<ChunkLayout> {
     let mut out = Vec::new();
     for ranks in [1, 2, 3, 4, 5, 8] {
-        let l = ChunkLayout::new(n, ranks).unwrap();
-        out.push(l);
-        for more in [2, 4] {
-            out.push(ChunkLayout::with_chunk(n, ranks, l.chunk() * more).unwrap());
+        out.push(ChunkLayout::new(n, ranks).unwrap());
+        for grain in [1, 16] {
+            out.push(ChunkLayout::with_grain(n, ranks, grain).unwrap());
+        }
+        let chunk = n.div_ceil(ranks as u64).max(1).next_power_of_two();
+        for more in [1, 2, 4] {
+            out.push(ChunkLayout::with_chunk(n, ranks, chunk * more).unwrap());
         }
     }
     out
@@ -213,8 +217,8 @@ fn short_and_empty_chunks_take_part_in_every_call() {
             );
         }
     }
-    // The layout of the report: rank 2 short, rank 3 empty, starting at an odd position.
-    let l = ChunkLayout::new((1 << 20) + 3, 4).unwrap();
+    // Chunks with rank 2 short and rank 3 empty, starting at an odd position.
+    let l = ChunkLayout::with_chunk((1 << 20) + 3, 4, 1 << 19).unwrap();
     assert_eq!(
         (l.range(2), l.range(3)),
         ((1 << 20)..(1 << 20) + 3, (1 << 20) + 3..(1 << 20) + 3)
@@ -352,13 +356,14 @@ fn disagreeing_or_failing_ranks_are_errors_on_every_rank() {
         let mine = if rank.rank() == 3 { &mine[1..] } else { mine };
         rank.all_reduce(&layout, mine, Sum)
     });
+    let n = layout.range(3).end - layout.range(3).start;
+    let want = format!(
+        "rank 3 holds {} elements where the layout gives it {n}",
+        n - 1
+    );
     for g in &got {
         let e = g.as_ref().unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("rank 3 holds 3 elements where the layout gives it 4"),
-            "{e}"
-        );
+        assert!(e.to_string().contains(&want), "{e}");
     }
 
     // Rank 1's scan output has the wrong length: its error, on every rank.
@@ -446,7 +451,7 @@ impl Operator<f32> for Fragile {
 #[test]
 fn a_rank_that_panics_keeps_its_panic_and_the_others_hear_of_it() {
     let mut x: Vec<f32> = vec![1.0; 64];
-    x[40] = -1.0; // rank 2 of 3 (chunks of 32: ranks 0 and 1 hold it all, rank 1 has it)
+    x[40] = -1.0; // rank 1's (balanced: 24, 20 and 20 elements)
     let layout = ChunkLayout::new(64, 3).unwrap();
     let got = on_ranks(LocalGroup::new(3), layout, &x, |rank, mine| {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -461,7 +466,7 @@ fn a_rank_that_panics_keeps_its_panic_and_the_others_hear_of_it() {
                 .unwrap_or_default()),
         }
     });
-    assert_eq!(layout.range(1), 32..64);
+    assert_eq!(layout.range(1), 24..44);
     assert_eq!(got[1].as_ref().unwrap_err(), "Fragile met a negative value");
     for r in [0, 2] {
         let e = got[r].as_ref().unwrap().as_ref().unwrap_err();

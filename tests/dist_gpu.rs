@@ -75,14 +75,17 @@ fn on_ranks<T: DeviceValue + Sync, R: Send>(
     })
 }
 
-/// The layouts worth trying for `n` elements: the smallest chunk for 1, 2, 3, 4, 5 and 8
-/// ranks, and a chunk 4 times larger (the last ranks hold nothing).
+/// The layouts worth trying for `n` elements over 1, 2, 3, 4, 5 and 8 ranks: the balanced
+/// one, a balanced one of grains of 4 (shares of many pieces), the smallest chunk and a
+/// chunk 4 times larger (the last ranks hold nothing).
 fn layouts(n: u64) -> Vec<ChunkLayout> {
     let mut out = Vec::new();
     for ranks in [1, 2, 3, 4, 5, 8] {
-        let l = ChunkLayout::new(n, ranks).unwrap();
-        out.push(l);
-        out.push(ChunkLayout::with_chunk(n, ranks, l.chunk() * 4).unwrap());
+        out.push(ChunkLayout::new(n, ranks).unwrap());
+        out.push(ChunkLayout::with_grain(n, ranks, 4).unwrap());
+        let chunk = n.div_ceil(ranks as u64).max(1).next_power_of_two();
+        out.push(ChunkLayout::with_chunk(n, ranks, chunk).unwrap());
+        out.push(ChunkLayout::with_chunk(n, ranks, chunk * 4).unwrap());
     }
     out
 }
@@ -252,13 +255,14 @@ fn disagreeing_or_failing_ranks_are_errors_on_every_rank() {
             rank.all_reduce(&layout, mine, Sum)
         }
     });
+    let n = layout.range(3).end - layout.range(3).start;
+    let want = format!(
+        "rank 3 holds {} elements where the layout gives it {n}",
+        n - 1
+    );
     for g in &got {
         let e = g.as_ref().unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("rank 3 holds 3 elements where the layout gives it 4"),
-            "{e}"
-        );
+        assert!(e.to_string().contains(&want), "{e}");
     }
 
     // Rank 1's scan output has the wrong length: its own error there, a collective one
@@ -350,12 +354,9 @@ where
         &[(1 << 24) + 5, 3 << 24],
     ) {
         let want = one_gpu().monte_carlo(&mc, n as u64).unwrap();
-        for ranks in [1, 2, 3, 4, 5, 8] {
-            let layout = ChunkLayout::new(n as u64, ranks).unwrap();
-            // Chunks of 1 or 2 samples split Philox blocks on the GPU (tested below).
-            if layout.chunk() < 4 && layout.holders() > 1 {
-                continue;
-            }
+        // Chunks of 1 or 2 samples split Philox blocks on the GPU (tested below).
+        let whole_blocks = |l: &ChunkLayout| l.grain() >= 4 || l.holders() == 1;
+        for layout in layouts(n as u64).into_iter().filter(whole_blocks) {
             for (r, got) in estimate_on_ranks(layout, &mc).into_iter().enumerate() {
                 let got = got.unwrap_or_else(|e| panic!("{what}: n {n}, {layout:?}: {e}"));
                 assert!(

@@ -19,9 +19,18 @@ use std::time::{Duration, Instant};
 
 /// The variable that makes this binary a worker, and its mode.
 const WORKER: &str = "CUFOLD_DIST_WORKER";
-/// Elements of the global array: over 4 ranks, chunks of 2^15, rank 2 holds 3 elements and
-/// rank 3 none; over 3, rank 2 holds 3.
+/// Elements of the global array: in the smallest chunks over 4 ranks (2^15), rank 2 holds
+/// 3 elements and rank 3 none; over 3, rank 2 holds 3. Balanced, every rank holds about
+/// N / ranks, in several pieces.
 const N: u64 = (1 << 16) + 3;
+
+/// The layouts each rank's calls take: the smallest chunks, then the balanced layout.
+fn layouts(ranks: usize) -> Result<[ChunkLayout; 2], String> {
+    let chunk = N.div_ceil(ranks as u64).next_power_of_two();
+    let chunks = ChunkLayout::with_chunk(N, ranks, chunk).map_err(|e| e.to_string())?;
+    let balanced = ChunkLayout::new(N, ranks).map_err(|e| e.to_string())?;
+    Ok([chunks, balanced])
+}
 
 fn global() -> Vec<f32> {
     (0..N)
@@ -34,10 +43,20 @@ fn mc() -> MonteCarlo<f32, Identity> {
 }
 
 /// One rank's calls (a reduce, a reduce to the last rank, an inclusive scan, a Monte Carlo
-/// estimate), each checked here against one device's bits; the line it prints.
+/// estimate) in both layouts, each checked here against one device's bits; the line it
+/// prints: the chunks' results, and what the rank holds in the balanced layout.
 fn calls<C: Collective>(rank: &CpuRank<C>) -> Result<String, String> {
+    let [chunks, balanced] = layouts(rank.ranks())?;
+    let line = calls_in(rank, &chunks)?;
+    calls_in(rank, &balanced)?;
+    let r = balanced.range(rank.rank());
+    Ok(format!("{line} balanced={}", r.end - r.start))
+}
+
+/// [`calls`] in one layout.
+fn calls_in<C: Collective>(rank: &CpuRank<C>, layout: &ChunkLayout) -> Result<String, String> {
     let x = global();
-    let layout = ChunkLayout::new(N, rank.ranks()).map_err(|e| e.to_string())?;
+    let layout = *layout;
     let r = layout.range(rank.rank());
     let mine = &x[r.start as usize..r.end as usize];
     let sum = rank
@@ -89,7 +108,7 @@ fn calls<C: Collective>(rank: &CpuRank<C>) -> Result<String, String> {
 /// everywhere, and the group works after them.
 fn mismatched<C: Collective>(rank: &CpuRank<C>) -> Result<(), String> {
     let x = global();
-    let layout = ChunkLayout::new(N, rank.ranks()).unwrap();
+    let layout = layouts(rank.ranks())?[0];
     let r = layout.range(rank.rank());
     let mine = &x[r.start as usize..r.end as usize];
     let odd = rank.rank() == 1;
@@ -261,6 +280,12 @@ fn processes_found_by_the_environment_get_one_devices_bits() {
                 lines[2].contains("holds=3 ") && lines[3].contains("holds=0 "),
                 "{lines:#?}"
             );
+        }
+        // Balanced, every rank held its share: within 1% of N / ranks.
+        for l in &lines {
+            let held: f64 = l.rsplit("balanced=").next().unwrap().parse().unwrap();
+            let fair = N as f64 / ranks as f64;
+            assert!((held - fair).abs() <= fair / 100.0, "{lines:#?}");
         }
     }
 }

@@ -8,7 +8,7 @@
 //! `cargo test`: `cargo test --features nccl --test dist_process_gpu -- --include-ignored`.
 #![cfg(feature = "nccl")]
 
-use cufold::dist::{ChunkLayout, GpuRank, Launch, NcclGroup, TcpGroup};
+use cufold::dist::{ChunkLayout, Collective, GpuRank, Launch, NcclGroup, TcpGroup};
 use cufold::monte_carlo::MonteCarlo;
 use cufold::ops::{Identity, Max, Sum};
 use cufold::{Gpu, ScanKind};
@@ -19,7 +19,8 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 const WORKER: &str = "CUFOLD_DIST_GPU_WORKER";
-/// Over 4 ranks: chunks of 2^19, rank 2 holds 3 elements, rank 3 none.
+/// In the smallest chunks over 4 ranks (2^19), rank 2 holds 3 elements and rank 3 none;
+/// balanced, every rank about N / ranks, in several pieces.
 const N: u64 = (1 << 20) + 3;
 /// The NCCL group's time limit.
 const LIMIT: Duration = Duration::from_secs(15);
@@ -34,11 +35,22 @@ fn mc() -> MonteCarlo<f32, Identity> {
     MonteCarlo::<f32, _>::new(Identity).seed(5)
 }
 
-/// A reduce, an inclusive scan and a Monte Carlo estimate on this rank, checked against one
-/// GPU's bits (this rank's GPU over the whole array).
+/// A reduce, an inclusive scan and a Monte Carlo estimate on this rank, in the smallest
+/// chunks and in the balanced layout, checked against one GPU's bits (this rank's GPU over
+/// the whole array).
 fn calls(rank: &GpuRank<NcclGroup>) -> Result<String, String> {
+    let chunk = N.div_ceil(rank.ranks() as u64).next_power_of_two();
+    let chunks = ChunkLayout::with_chunk(N, rank.ranks(), chunk).unwrap();
+    let line = calls_in(rank, &chunks)?;
+    let balanced = ChunkLayout::new(N, rank.ranks()).unwrap();
+    calls_in(rank, &balanced)?;
+    Ok(line)
+}
+
+/// [`calls`] in one layout.
+fn calls_in(rank: &GpuRank<NcclGroup>, layout: &ChunkLayout) -> Result<String, String> {
     let x = global();
-    let layout = ChunkLayout::new(N, rank.ranks()).unwrap();
+    let layout = *layout;
     let r = layout.range(rank.rank());
     let stream = rank.gpu().stream().clone();
     let mine = if r.is_empty() {
@@ -270,6 +282,8 @@ fn processes_that_call_with_other_arguments_get_errors() {
 fn a_job_of_one_process_has_one_gpus_bits() {
     let (_job, rank) = rank_0(1, "calls");
     eprintln!("{}", calls(&rank).unwrap());
+    // A rank alone makes no exchange in its calls: one of the group's own.
+    assert_eq!(rank.collective().all_gather(b"alone").unwrap(), b"alone");
     let t = Instant::now();
     drop(rank);
     assert!(

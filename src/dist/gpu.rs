@@ -2,8 +2,9 @@
 //! stream) and a [`Collective`] to the other ranks.
 
 use super::{
-    carry, check_root, chunk_node, exchange, join_nodes, mc_call, refuse, root_call, ChunkLayout,
-    Collective, CALL_REDUCE, CALL_SCAN_EXCLUSIVE, CALL_SCAN_INCLUSIVE,
+    check_root, exchange, mc_call, piece_node, piece_scans, present, refuse, root_call,
+    scan_needs_nodes, ChunkLayout, Collective, Piece, CALL_REDUCE, CALL_SCAN_EXCLUSIVE,
+    CALL_SCAN_INCLUSIVE,
 };
 use crate::element::DeviceValue;
 #[cfg(doc)]
@@ -14,6 +15,7 @@ use crate::monte_carlo::gpu::ChunkEstimator;
 use crate::monte_carlo::{MonteCarlo, Sample};
 use crate::ops::check::{check_empty, check_scan_lengths, check_scannable};
 use crate::ops::{CudaOp, Mapped, OpParams, Operator, Transform};
+use crate::reduce::Reducer;
 use crate::scan::ScanKind;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
@@ -247,16 +249,60 @@ impl<C: Collective> GpuRank<C> {
     ) -> Result<O::Out> {
         let n = local.len() as u64;
         let first = layout.range(self.rank()).start;
+        let len = layout.len();
         // The kernel first, so that a failure is told to the other ranks in the header.
         let reducer = ready.and_then(|()| self.gpu.memo_reducer(Tree { op, first }));
-        let (nodes, _) = exchange(&self.comm, call, layout, n, &op, reducer, |r| {
-            if n == 0 {
-                return Ok(None);
-            }
-            Ok(chunk_node(&op, layout, n, r.reduce(local)?))
+        let (nodes, _) = exchange(&self.comm, call, layout, n, &op, reducer, |r, own| {
+            self.piece_trees(r, local, first, len, own).map(Some)
         })?;
-        check_empty::<T, O>(layout.len())?;
-        Ok(op.finish(join_nodes(&op, &nodes), layout.len()))
+        check_empty::<T, O>(len)?;
+        Ok(op.finish(nodes.root(&op), len))
+    }
+
+    /// The nodes of this rank's pieces (`own`, inside its share `local`, which starts at
+    /// global position `first`): one reduction each into one buffer, then one copy to the
+    /// host (waits for the stream).
+    fn piece_trees<T: DeviceValue, O: Operator<T>>(
+        &self,
+        reducer: &Reducer<T, Tree<O>>,
+        local: &impl DevicePtr<T>,
+        first: u64,
+        len: u64,
+        own: &[Piece],
+    ) -> Result<Vec<O::Acc>> {
+        if own.is_empty() {
+            return Ok(Vec::new());
+        }
+        let stream = self.gpu.stream();
+        let mut out: CudaSlice<O::Acc> = stream
+            .alloc_zeros(own.len())
+            .map_err(|e| Error::driver("allocating a distributed call's nodes", e))?;
+        {
+            let (x_ptr, _x) = local.device_ptr(stream);
+            let (out_ptr, _out) = out.device_ptr_mut(stream);
+            for (i, p) in own.iter().enumerate() {
+                let at = x_ptr + (p.start - first) * std::mem::size_of::<T>() as u64;
+                let to = out_ptr + (i * std::mem::size_of::<O::Acc>()) as u64;
+                let op = Tree {
+                    op: reducer.op().op,
+                    first: p.start,
+                };
+                if p.start == first {
+                    reducer.launch(at, present(len, p), to)?;
+                } else {
+                    reducer.with_op(op)?.launch(at, present(len, p), to)?;
+                }
+            }
+        }
+        let trees = stream
+            .clone_dtoh(&out)
+            .map_err(|e| Error::driver("copying a distributed call's nodes to the host", e))?;
+        let op = reducer.op().op;
+        Ok(own
+            .iter()
+            .zip(trees)
+            .map(|(p, t)| piece_node(&op, len, p, t))
+            .collect())
     }
 
     /// The reduction of the global array on rank `root` (`Some`), `None` on the others.
@@ -329,54 +375,98 @@ impl<C: Collective> GpuRank<C> {
                     self.gpu.memo_scanner(At { op, first })?,
                 ))
             });
-        // Alone, a rank needs no node: nobody takes a carry from it, and its own scan's last
-        // prefix is already the whole tree. Its scan then reads the data once, as one GPU's.
-        let alone = layout.ranks() == 1;
-        let (nodes, (_, scanner)) = exchange(&self.comm, call, layout, n, &op, kernels, |k| {
-            if n == 0 || alone {
-                return Ok(None);
-            }
-            Ok(chunk_node(&op, layout, n, k.0.reduce(local)?))
-        })?;
-        if n == 0 {
+        let needed = scan_needs_nodes(layout, rank);
+        let len = layout.len();
+        let (nodes, (reducer, scanner)) =
+            exchange(&self.comm, call, layout, n, &op, kernels, |k, own| {
+                if !needed {
+                    return Ok(None);
+                }
+                self.piece_trees(&k.0, local, first, len, own).map(Some)
+            })?;
+        drop(reducer);
+        let scans = piece_scans(&op, layout, &nodes, rank);
+        if scans.is_empty() {
             return Ok(());
         }
         let stream = self.gpu.stream();
-        let upload = |v: O::Acc| {
-            stream
-                .clone_htod(&[v])
-                .map_err(|e| Error::driver("copying a distributed scan's carry", e))
+        // Every piece's carry in one upload, and its last prefix where given apart.
+        let bases: Vec<O::Acc> = scans.iter().filter_map(|s| s.base).collect();
+        let bases = match bases.is_empty() {
+            true => None,
+            false => Some(
+                stream
+                    .clone_htod(&bases)
+                    .map_err(|e| Error::driver("copying a distributed scan's carries", e))?,
+            ),
         };
-        let base: Option<CudaSlice<O::Acc>> = carry(&op, &nodes, rank).map(upload).transpose()?;
-        {
-            let (x_ptr, _x) = local.device_ptr(stream);
-            let (y_ptr, _y) = out.device_ptr_mut(stream);
-            let carry_guard = base.as_ref().map(|b| b.device_ptr(stream));
-            let carry_ptr = carry_guard.as_ref().map_or(0, |g| g.0);
-            scanner.launch(x_ptr, y_ptr, n, kind, false, carry_ptr)?;
-        }
-        // The prefix through a full chunk's end is the next rank's carry: there the chunk's
-        // tree joins the blocks before it, which the chunk's own scan cannot see.
-        if kind == ScanKind::Inclusive && n == layout.chunk() && !alone {
-            let end = carry(&op, &nodes, rank + 1).expect("a carry after a chunk");
-            let last = stream
-                .clone_htod(&[op.finish(end, first + n)])
-                .map_err(|e| Error::driver("copying a distributed scan's last prefix", e))?;
-            let (src, _s) = last.device_ptr(stream);
-            let (y_ptr, _y) = out.device_ptr_mut(stream);
-            let size = std::mem::size_of::<O::Out>();
-            // SAFETY: `out` holds n outputs (checked above), so its last one is `size`
-            // bytes at y_ptr + (n - 1) * size; `last` holds one; both are used on this
-            // stream, in order, and `last` is freed in stream order after the copy.
-            unsafe {
-                cudarc::driver::result::memcpy_dtod_async(
-                    y_ptr + (n - 1) * size as u64,
-                    src,
-                    size,
-                    stream.cu_stream(),
-                )
+        let inclusive = kind == ScanKind::Inclusive;
+        let ends: Vec<O::Out> = scans
+            .iter()
+            .filter(|_| inclusive)
+            .filter_map(|s| s.end.map(|e| op.finish(e, s.piece.start + s.piece.size)))
+            .collect();
+        let ends = match ends.is_empty() {
+            true => None,
+            false => Some(
+                stream
+                    .clone_htod(&ends)
+                    .map_err(|e| Error::driver("copying a distributed scan's last prefixes", e))?,
+            ),
+        };
+        let (x_ptr, _x) = local.device_ptr(stream);
+        let (y_ptr, _y) = out.device_ptr_mut(stream);
+        let bases_guard = bases.as_ref().map(|b| b.device_ptr(stream));
+        let ends_guard = ends.as_ref().map(|b| b.device_ptr(stream));
+        let (in_size, out_size) = (std::mem::size_of::<T>(), std::mem::size_of::<O::Out>());
+        let acc_size = std::mem::size_of::<O::Acc>();
+        let (mut base_at, mut end_at) = (0, 0);
+        for s in &scans {
+            let start = s.local.start as u64;
+            let count = (s.local.end - s.local.start) as u64;
+            let carry_ptr = match s.base {
+                Some(_) => {
+                    base_at += 1;
+                    bases_guard.as_ref().expect("uploaded carries").0
+                        + ((base_at - 1) * acc_size) as u64
+                }
+                None => 0,
+            };
+            let at = At {
+                op,
+                first: s.piece.start,
+            };
+            let piece_scanner = match s.piece.start == first {
+                true => None,
+                false => Some(scanner.with_op(at)?),
+            };
+            piece_scanner.as_ref().unwrap_or(&scanner).launch(
+                x_ptr + start * in_size as u64,
+                y_ptr + start * out_size as u64,
+                count,
+                kind,
+                false,
+                carry_ptr,
+            )?;
+            if inclusive && s.end.is_some() {
+                let src = ends_guard.as_ref().expect("uploaded last prefixes").0
+                    + (end_at * out_size) as u64;
+                end_at += 1;
+                // SAFETY: `out` holds the share's outputs (its length checked against
+                // `local`'s), so the piece's last is `out_size` bytes at y_ptr + (start +
+                // count - 1) * out_size; `ends` holds one for each piece given one; both are
+                // used on this stream, in order, and `ends` is freed in stream order after
+                // the copies.
+                unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(
+                        y_ptr + (start + count - 1) * out_size as u64,
+                        src,
+                        out_size,
+                        stream.cu_stream(),
+                    )
+                }
+                .map_err(|e| Error::driver("writing a distributed scan's last prefix", e))?;
             }
-            .map_err(|e| Error::driver("writing a distributed scan's last prefix", e))?;
         }
         Ok(())
     }
@@ -408,17 +498,34 @@ impl<C: Collective> GpuRank<C> {
     ) -> Result<O::Out> {
         let range = layout.range(self.rank());
         let n = range.end - range.start;
+        let len = layout.len();
         let op: Mapped<F, O> = mc.operator();
         let call = mc_call(mc);
-        let est = ChunkEstimator::new(&self.gpu, mc, range.start, layout.len());
-        let (nodes, _) = exchange(&self.comm, call, layout, n, &op, est, |est| {
-            if n == 0 {
-                return Ok(None);
+        // The kernels of this rank's pieces, before the exchange (a failure goes in the
+        // header).
+        let rank = self.rank();
+        let own: Vec<Piece> = layout
+            .pieces()
+            .into_iter()
+            .filter(|p| p.rank == rank)
+            .collect();
+        let ests = ChunkEstimator::new(&self.gpu, mc, range.start, len).and_then(|first| {
+            let mut ests = vec![];
+            for p in own.iter().skip(1) {
+                ests.push(ChunkEstimator::new(&self.gpu, mc, p.start, len)?);
             }
-            Ok(chunk_node(&op, layout, n, est.tree(n)?))
+            ests.insert(0, first);
+            Ok(ests)
+        });
+        let (nodes, _) = exchange(&self.comm, call, layout, n, &op, ests, |ests, own| {
+            let trees = own
+                .iter()
+                .zip(ests)
+                .map(|(p, est)| Ok(piece_node(&op, len, p, est.tree(present(len, p))?)));
+            trees.collect::<Result<Vec<_>>>().map(Some)
         })?;
-        check_empty::<S, Mapped<F, O>>(layout.len())?;
-        Ok(op.finish(join_nodes(&op, &nodes), layout.len()))
+        check_empty::<S, Mapped<F, O>>(len)?;
+        Ok(op.finish(nodes.root(&op), len))
     }
 
     /// [`GpuRank::scan_into`] into a new buffer on this rank's GPU.

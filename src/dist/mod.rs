@@ -67,6 +67,7 @@ pub use gpu::GpuRank;
 pub(crate) use gpu::Tree;
 pub use group::{Collective, LocalGroup};
 pub use layout::ChunkLayout;
+pub(crate) use layout::Piece;
 #[cfg(feature = "nccl")]
 pub use nccl::{NcclGroup, NcclId};
 pub use tcp::{Launch, Rendezvous, TcpGroup};
@@ -79,63 +80,136 @@ use crate::ops::check::{check_empty, check_scan_lengths, check_scannable};
 use crate::ops::{short_type_name, Mapped, Operator, Transform};
 use crate::scan::cpu::{scan_run, Lift};
 use crate::scan::ScanKind;
-use crate::tree::{fold_full, fold_levels, Leaves};
+use crate::tree::Leaves;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
-/// The node of rank `rank`'s chunk, from the tree over its `local` accumulators (the
-/// canonical tree over `next_pow2(local)` positions): the right halves past the array's end
-/// are the identity up to the layout's span. `None` for a rank that holds nothing.
-pub(crate) fn chunk_node<T: DeviceValue, O: Operator<T>>(
+/// A piece's node of the canonical tree from the tree over its present positions (the
+/// canonical tree over `next_pow2(present)` of them): the right halves past the array's end
+/// are the identity up to the piece's size, as on one device.
+pub(crate) fn piece_node<T: DeviceValue, O: Operator<T>>(
     op: &O,
-    layout: &ChunkLayout,
-    local: u64,
+    len: u64,
+    piece: &Piece,
     tree: O::Acc,
-) -> Option<O::Acc> {
-    if local == 0 {
-        return None;
-    }
+) -> O::Acc {
     let mut acc = tree;
-    let mut width = local.next_power_of_two();
-    while width < layout.span() {
+    let mut width = present(len, piece).next_power_of_two();
+    while width < piece.size {
         acc = op.combine(acc, op.identity());
         width *= 2;
     }
-    Some(acc)
-}
-
-/// The whole array's tree from the ranks' nodes (`nodes[r]` for the ranks that hold
-/// something, in rank order): the canonical tree's levels above the chunks. The identity for
-/// an empty array.
-pub(crate) fn join_nodes<T: DeviceValue, O: Operator<T>>(op: &O, nodes: &[O::Acc]) -> O::Acc {
-    match nodes.len() {
-        0 => op.identity(),
-        1 => nodes[0],
-        m => fold_levels(op, &mut nodes.to_vec(), m.next_power_of_two()),
-    }
-}
-
-/// Rank `rank`'s carry: the left fold, largest first, of the trees over the aligned blocks
-/// of whole chunks that make up `[0, rank * chunk)` (`None` for rank 0). Every chunk before
-/// a rank that holds something is full, so each block's tree is a full tree of nodes.
-pub(crate) fn carry<T: DeviceValue, O: Operator<T>>(
-    op: &O,
-    nodes: &[O::Acc],
-    rank: usize,
-) -> Option<O::Acc> {
-    let mut acc: Option<O::Acc> = None;
-    let mut start = 0;
-    for bit in (0..usize::BITS).rev() {
-        let size = 1usize << bit;
-        if rank & size != 0 {
-            let block = fold_full(op, &mut nodes[start..start + size].to_vec());
-            acc = Some(match acc {
-                Some(a) => op.combine(a, block),
-                None => block,
-            });
-            start += size;
-        }
-    }
     acc
+}
+
+/// The positions of `piece` inside an array of `len`.
+pub(crate) fn present(len: u64, piece: &Piece) -> u64 {
+    (piece.start + piece.size).min(len) - piece.start
+}
+
+/// Every rank's pieces with their nodes, in order: what a distributed call joins.
+pub(crate) struct Nodes<A> {
+    len: u64,
+    pieces: Vec<(Piece, A)>,
+}
+
+impl<A: Copy> Nodes<A> {
+    /// The tree over the aligned block `start .. start + size`: a piece's node, the
+    /// identity past the array's end, else its two halves' trees combined. Every block
+    /// asked for is a piece or made of whole pieces (the root, and the aligned blocks
+    /// before a piece's start or end, which are cuts between pieces).
+    fn block<T: DeviceValue, O: Operator<T, Acc = A>>(&self, op: &O, start: u64, size: u64) -> A {
+        if start >= self.len {
+            return op.identity();
+        }
+        let i = self.pieces.partition_point(|(p, _)| p.start < start);
+        if let Some((p, acc)) = self.pieces.get(i) {
+            if p.start == start && p.size == size {
+                return *acc;
+            }
+        }
+        debug_assert!(size > 1, "a block inside a piece");
+        let half = size / 2;
+        op.combine(
+            self.block(op, start, half),
+            self.block(op, start + half, half),
+        )
+    }
+
+    /// The whole array's tree: the canonical tree's levels above the pieces. The identity
+    /// for an empty array.
+    pub(crate) fn root<T: DeviceValue, O: Operator<T, Acc = A>>(&self, op: &O) -> A {
+        if self.len == 0 {
+            return op.identity();
+        }
+        self.block(op, 0, self.len.next_power_of_two())
+    }
+
+    /// The exclusive prefix of position `end` (a cut between pieces): the left fold,
+    /// largest first, of the trees over the aligned blocks that make up `0 .. end`; `None`
+    /// for 0.
+    pub(crate) fn prefix<T: DeviceValue, O: Operator<T, Acc = A>>(
+        &self,
+        op: &O,
+        end: u64,
+    ) -> Option<A> {
+        let mut acc: Option<A> = None;
+        let mut start = 0;
+        for bit in (0..u64::BITS).rev() {
+            let size = 1u64 << bit;
+            if end & size != 0 {
+                let block = self.block(op, start, size);
+                acc = Some(match acc {
+                    Some(a) => op.combine(a, block),
+                    None => block,
+                });
+                start += size;
+            }
+        }
+        acc
+    }
+}
+
+/// How a rank scans one of its pieces: from the prefix of the positions before it, and,
+/// where the piece is full and not the array's first, with the prefix through its end
+/// given apart (there the piece's tree joins the blocks before it, which the piece's own
+/// scan cannot see: the inclusive prefix of position 63 with pieces of 16 is the tree over
+/// 0..64, not the prefix of 0..48 extended by 48..64).
+pub(crate) struct PieceScan<A> {
+    pub(crate) piece: Piece,
+    /// Its positions in the rank's share.
+    pub(crate) local: std::ops::Range<usize>,
+    pub(crate) base: Option<A>,
+    pub(crate) end: Option<A>,
+}
+
+/// The scans of rank `rank`'s pieces.
+pub(crate) fn piece_scans<T: DeviceValue, O: Operator<T>>(
+    op: &O,
+    layout: &ChunkLayout,
+    nodes: &Nodes<O::Acc>,
+    rank: usize,
+) -> Vec<PieceScan<O::Acc>> {
+    let first = layout.range(rank).start;
+    let len = layout.len();
+    layout
+        .pieces()
+        .into_iter()
+        .filter(|p| p.rank == rank)
+        .map(|piece| {
+            let n = present(len, &piece);
+            let full = n == piece.size && piece.start > 0;
+            PieceScan {
+                piece,
+                local: (piece.start - first) as usize..(piece.start - first + n) as usize,
+                base: nodes.prefix(op, piece.start),
+                end: full.then(|| {
+                    nodes
+                        .prefix(op, piece.start + piece.size)
+                        .expect("a prefix after a piece")
+                }),
+            }
+        })
+        .collect()
 }
 
 /// A rank's leaves: its chunk lifted at global positions.
@@ -196,7 +270,7 @@ fn header(call: u64, layout: &ChunkLayout, op: u64, local: u64, failed: Option<&
         MAGIC,
         call,
         layout.len(),
-        layout.chunk(),
+        layout.grain() | (layout.is_balanced() as u64) << 63,
         layout.ranks() as u64,
         op,
         local,
@@ -244,7 +318,7 @@ fn check_headers(all: &[u8], me: usize, mine: &[u8], layout: &ChunkLayout) -> Re
         "version",
         "call (a reduction, a scan or a Monte Carlo run and its seed and draws)",
         "global length",
-        "chunk",
+        "grain or kind of layout (balanced, or chunks)",
         "number of ranks",
         "operator (name, input type, accumulator size or parameters)",
     ];
@@ -391,9 +465,9 @@ impl<C: Collective> CpuRank<C> {
         local: &[T],
         op: O,
     ) -> Result<O::Out> {
-        let nodes = self.exchange(CALL_REDUCE, layout, local, &op, Ok(()))?;
+        let nodes = self.exchange(CALL_REDUCE, layout, local, &op, Ok(()), true)?;
         check_empty::<T, O>(layout.len())?;
-        Ok(op.finish(join_nodes(&op, &nodes), layout.len()))
+        Ok(op.finish(nodes.root(&op), layout.len()))
     }
 
     /// The reduction of the global array on rank `root` (`Some`), `None` on the others.
@@ -414,9 +488,9 @@ impl<C: Collective> CpuRank<C> {
         op: O,
     ) -> Result<Option<O::Out>> {
         let ready = check_root(root, &self.comm);
-        let nodes = self.exchange(root_call(root), layout, local, &op, ready)?;
+        let nodes = self.exchange(root_call(root), layout, local, &op, ready, true)?;
         check_empty::<T, O>(layout.len())?;
-        Ok((self.rank() == root).then(|| op.finish(join_nodes(&op, &nodes), layout.len())))
+        Ok((self.rank() == root).then(|| op.finish(nodes.root(&op), layout.len())))
     }
 
     /// A fused Monte Carlo estimate ([`Cpu::monte_carlo`]) of `layout.len()` samples spread
@@ -457,15 +531,17 @@ impl<C: Collective> CpuRank<C> {
                     )
                 })
             });
-        let (nodes, _) = exchange(&self.comm, mc_call(mc), layout, n, &op, ready, |&count| {
-            if count == 0 {
-                return Ok(None);
-            }
-            let tree = crate::monte_carlo::cpu::chunk_tree(&self.cpu, mc, range.start, count);
-            Ok(chunk_node(&op, layout, n, tree))
+        let len = layout.len();
+        let (nodes, _) = exchange(&self.comm, mc_call(mc), layout, n, &op, ready, |_, own| {
+            let trees = own.iter().map(|p| {
+                let count = present(len, p) as usize;
+                let tree = crate::monte_carlo::cpu::chunk_tree(&self.cpu, mc, p.start, count);
+                piece_node(&op, len, p, tree)
+            });
+            Ok(Some(trees.collect()))
         })?;
-        check_empty::<S, Mapped<F, O>>(layout.len())?;
-        Ok(op.finish(join_nodes(&op, &nodes), layout.len()))
+        check_empty::<S, Mapped<F, O>>(len)?;
+        Ok(op.finish(nodes.root(&op), len))
     }
 
     /// This rank's part of the scan of the global array: output `i` of `local` is the
@@ -521,23 +597,18 @@ impl<C: Collective> CpuRank<C> {
         // Problems of this rank alone are reported through the header, so that the other
         // ranks do not wait for nodes that never come.
         let mine = check_scannable::<T, O>().and(check_scan_lengths(local.len(), out.len()));
-        let nodes = self.exchange(call, layout, local, &op, mine)?;
         let rank = self.rank();
-        if local.is_empty() {
-            return Ok(());
+        let needed = scan_needs_nodes(layout, rank);
+        let nodes = self.exchange(call, layout, local, &op, mine, needed)?;
+        for scan in piece_scans(&op, layout, &nodes, rank) {
+            let x = &local[scan.local.clone()];
+            let io = &mut Lift::new(x, scan.piece.start, &mut out[scan.local]);
+            scan_run(&op, scan.base, scan.end, kind, io);
         }
-        let first = layout.range(rank).start;
-        let base = carry(&op, &nodes, rank);
-        // The prefix through a full chunk's end is the next rank's carry: there the chunk's
-        // tree joins the blocks before it (the inclusive prefix of position 63 with chunks
-        // of 16 is the tree over 0..64, not the carry of 0..48 extended by 48..64).
-        let end = (local.len() as u64 == layout.chunk())
-            .then(|| carry(&op, &nodes, rank + 1).expect("a carry after a chunk"));
-        scan_run(&op, base, end, kind, &mut Lift::new(local, first, out));
         Ok(())
     }
 
-    /// The headers, then every holding rank's node, in rank order.
+    /// The headers, then every rank's pieces' nodes (this rank's where `needed`), in order.
     fn exchange<T: DeviceValue, O: Operator<T>>(
         &self,
         call: u64,
@@ -545,8 +616,10 @@ impl<C: Collective> CpuRank<C> {
         local: &[T],
         op: &O,
         ready: Result<()>,
-    ) -> Result<Vec<O::Acc>> {
+        needed: bool,
+    ) -> Result<Nodes<O::Acc>> {
         let first = layout.range(self.rank()).start;
+        let len = layout.len();
         let (nodes, ()) = exchange(
             &self.comm,
             call,
@@ -554,26 +627,33 @@ impl<C: Collective> CpuRank<C> {
             local.len() as u64,
             op,
             ready,
-            |()| {
-                let leaves = ChunkLeaves { x: local, first };
-                Ok(chunk_node(
-                    op,
-                    layout,
-                    local.len() as u64,
-                    self.cpu.tree(op, &leaves),
-                ))
+            |(), own| {
+                if !needed {
+                    return Ok(None);
+                }
+                let trees = own.iter().map(|p| {
+                    let at = (p.start - first) as usize;
+                    let x = &local[at..at + present(len, p) as usize];
+                    let leaves = ChunkLeaves { x, first: p.start };
+                    piece_node(op, len, p, self.cpu.tree(op, &leaves))
+                });
+                Ok(Some(trees.collect()))
             },
         )?;
-        Ok(nodes)
+        Ok::<_, Error>(nodes)
     }
 }
 
 /// The exchange of one distributed call, on rank `comm.rank()` holding `local` elements:
-/// the headers (every rank's call, layout, operator and length, or why it cannot take
-/// part: the error in `ready`, what the rank prepared for the call, such as its kernels),
-/// checked alike on every rank, then every holding rank's node, in rank order, and what
-/// was prepared. `node` computes this rank's from what was prepared (`None` when it holds
-/// nothing); an error or a panic there is told to the other ranks before it goes on here.
+/// every rank's header (its call, layout, operator and length, or why it cannot take part:
+/// the error in `ready`, what the rank prepared for the call, such as its kernels) and the
+/// state of its nodes, with the nodes themselves where they fit ([`FIRST`] bytes in all,
+/// the same for every rank whatever it was asked, so that ranks that disagree cannot hang
+/// the collective), checked alike on every rank; then, where they did not fit, the nodes.
+/// Returns every rank's pieces' nodes, in order, and what was prepared. `node` computes this
+/// rank's (`pieces`, its pieces in order) from what was prepared, or `None` where nobody
+/// needs them (a rank that holds nothing, a scan's last rank that needs none for itself);
+/// an error or a panic there is told to the other ranks before it goes on here.
 pub(crate) fn exchange<C: Collective, T: DeviceValue, O: Operator<T>, P>(
     comm: &C,
     call: u64,
@@ -581,8 +661,8 @@ pub(crate) fn exchange<C: Collective, T: DeviceValue, O: Operator<T>, P>(
     local: u64,
     op: &O,
     ready: Result<P>,
-    node: impl FnOnce(&P) -> Result<Option<O::Acc>>,
-) -> Result<(Vec<O::Acc>, P)> {
+    node: impl FnOnce(&P, &[Piece]) -> Result<Option<Vec<O::Acc>>>,
+) -> Result<(Nodes<O::Acc>, P)> {
     let rank = comm.rank();
     let ready = ready.and_then(|p| {
         if layout.ranks() != comm.ranks() {
@@ -597,43 +677,74 @@ pub(crate) fn exchange<C: Collective, T: DeviceValue, O: Operator<T>, P>(
         }
         Ok(p)
     });
-    let mine = header(
+    let mut first = header(
         call,
         layout,
         op_id::<T, O>(op),
         local,
         ready.as_ref().err().map(|e| e.to_string()).as_deref(),
     );
-    let all = comm.all_gather(&mine)?;
-    let prepared = ready?;
-    check_headers(&all, rank, &mine, layout)?;
+    first.resize(FIRST, 0);
 
-    // The node of this chunk, or the news that this rank failed or panicked.
+    // This rank's nodes (unless it cannot take part), or the news that it failed or
+    // panicked: computed before the headers are checked, so that one exchange carries both.
+    let pieces = layout.pieces();
+    let most = layout.max_pieces(&pieces);
+    let own: Vec<Piece> = pieces.iter().filter(|p| p.rank == rank).copied().collect();
     let size = std::mem::size_of::<O::Acc>();
-    let tree = catch_unwind(AssertUnwindSafe(|| node(&prepared)));
-    let mut bytes = vec![0u8; 8 + size];
-    match &tree {
-        Ok(Ok(node)) => {
-            if let Some(v) = node {
-                bytes[0] = NODE_SOME;
-                // SAFETY: DeviceValue types are plain bytes.
-                let raw =
-                    unsafe { std::slice::from_raw_parts((v as *const O::Acc).cast::<u8>(), size) };
-                bytes[8..].copy_from_slice(raw);
+    let block = 8 + size * most;
+    let inline = HEADER + block <= FIRST;
+    // A rank whose length is not the layout's computes nothing: the headers say so.
+    let share = layout.range(rank);
+    let fits = local == share.end - share.start;
+    let tree = ready.as_ref().ok().filter(|_| fits).map(|prepared| {
+        catch_unwind(AssertUnwindSafe(|| {
+            let nodes = node(prepared, &own)?;
+            if let Some(n) = &nodes {
+                assert_eq!(n.len(), own.len(), "a node for each piece");
             }
+            Ok::<_, Error>(nodes)
+        }))
+    });
+    let mut bytes = vec![0u8; block];
+    match &tree {
+        Some(Ok(Ok(Some(nodes)))) => {
+            bytes[0] = NODE_SOME;
+            // SAFETY: DeviceValue types are plain bytes.
+            let raw = unsafe {
+                std::slice::from_raw_parts(nodes.as_ptr().cast::<u8>(), size * nodes.len())
+            };
+            bytes[8..8 + raw.len()].copy_from_slice(raw);
         }
-        Ok(Err(_)) => bytes[0] = NODE_FAILED,
-        Err(_) => bytes[0] = NODE_PANICKED,
+        Some(Ok(Ok(None))) | None => {}
+        Some(Ok(Err(_))) => bytes[0] = NODE_FAILED,
+        Some(Err(_)) => bytes[0] = NODE_PANICKED,
     }
-    let gathered = comm.all_gather(&bytes);
-    let node = match tree {
-        Ok(n) => n?,
-        Err(panic) => resume_unwind(panic),
+    let inlined = if inline { block } else { 8 };
+    first[HEADER..HEADER + inlined].copy_from_slice(&bytes[..inlined]);
+    // Alone, a rank's exchange is its own message.
+    let all = match comm.ranks() {
+        1 => Ok(first.clone()),
+        _ => comm.all_gather(&first),
     };
-    let gathered = gathered?;
-    let mut nodes = Vec::with_capacity(layout.holders());
-    for (r, b) in gathered.chunks(8 + size).enumerate() {
-        match b[0] {
+    let node = match tree {
+        Some(Ok(n)) => Some(n),
+        Some(Err(panic)) => resume_unwind(panic),
+        None => None,
+    };
+    let all = all?;
+    let prepared = ready?;
+    let heads: Vec<u8> = all
+        .chunks(FIRST)
+        .flat_map(|c| &c[..HEADER])
+        .copied()
+        .collect();
+    check_headers(&heads, rank, &first[..HEADER], layout)?;
+    // The headers agree, so this rank holds its share and computed its nodes.
+    let node = node.expect("the nodes of a rank that is ready and holds its share")?;
+    // Every rank's state, from the first exchange: all go on to the second, or none.
+    for (r, c) in all.chunks(FIRST).enumerate() {
+        match c[HEADER] {
             NODE_PANICKED => {
                 return Err(collective(format!(
                     "rank {r} panicked while reducing its chunk"
@@ -644,17 +755,65 @@ pub(crate) fn exchange<C: Collective, T: DeviceValue, O: Operator<T>, P>(
                     "rank {r} failed while reducing its chunk (its own error says why)"
                 )))
             }
-            NODE_SOME if r == rank => nodes.push(node.expect("this rank's node")),
-            NODE_SOME => {
-                // SAFETY: the bytes are an Acc's, written by a rank with the same operator
-                // (checked in the headers); DeviceValue types have no invalid bit patterns.
-                nodes.push(unsafe { std::ptr::read_unaligned(b[8..].as_ptr().cast()) })
-            }
             _ => {}
         }
     }
-    debug_assert_eq!(nodes.len(), layout.holders());
-    Ok((nodes, prepared))
+    let gathered = if inline {
+        all.chunks(FIRST)
+            .map(|c| c[HEADER..HEADER + block].to_vec())
+            .collect()
+    } else {
+        let g = match comm.ranks() {
+            1 => bytes.clone(),
+            _ => comm.all_gather(&bytes)?,
+        };
+        g.chunks(block).map(<[u8]>::to_vec).collect::<Vec<_>>()
+    };
+    let mut nodes = Vec::with_capacity(pieces.len());
+    for (r, b) in gathered.iter().enumerate() {
+        if b[0] != NODE_SOME {
+            continue;
+        }
+        let theirs = pieces.iter().filter(|p| p.rank == r);
+        for (i, p) in theirs.enumerate() {
+            let acc = if r == rank {
+                node.as_ref().expect("this rank's nodes")[i]
+            } else {
+                let at = &b[8 + i * size..8 + (i + 1) * size];
+                // SAFETY: the bytes are an Acc's, written by a rank with the same operator
+                // (checked in the headers); DeviceValue types have no invalid bit patterns.
+                unsafe { std::ptr::read_unaligned(at.as_ptr().cast()) }
+            };
+            nodes.push((*p, acc));
+        }
+    }
+    Ok((
+        Nodes {
+            len: layout.len(),
+            pieces: nodes,
+        },
+        prepared,
+    ))
+}
+
+/// The bytes of each rank's first message of a call: its header, its nodes' state and,
+/// where they fit, its nodes.
+const FIRST: usize = 2048;
+
+/// Whether rank `rank`'s scan needs nodes: its own (for the prefix before its second piece
+/// or through a full piece's end) or the later ranks' (for their carries). Alone, or as the
+/// last rank with one piece that starts the array or is cut by its end, it needs none: its
+/// scan then reads its share once, as one device's does.
+pub(crate) fn scan_needs_nodes(layout: &ChunkLayout, rank: usize) -> bool {
+    if rank + 1 < layout.holders() {
+        return true;
+    }
+    let mut own = layout.pieces().into_iter().filter(|p| p.rank == rank);
+    match (own.next(), own.next()) {
+        (Some(p), None) => p.start > 0 && present(layout.len(), &p) == p.size,
+        (Some(_), Some(_)) => true,
+        (None, _) => false,
+    }
 }
 
 /// Takes part in a call this rank cannot make (`why`, such as a failed allocation before
@@ -668,7 +827,7 @@ pub(crate) fn refuse<C: Collective, T: DeviceValue, O: Operator<T>>(
     op: &O,
     why: Error,
 ) -> Error {
-    match exchange::<C, T, O, ()>(comm, call, layout, local, op, Err(why), |_| Ok(None)) {
+    match exchange::<C, T, O, ()>(comm, call, layout, local, op, Err(why), |_, _| Ok(None)) {
         Err(e) => e,
         Ok(_) => unreachable!("a refused call goes no further than its header"),
     }
