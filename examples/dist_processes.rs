@@ -9,8 +9,8 @@
 //! target/release/examples/dist_processes`), an MPI launcher (with `MASTER_ADDR` and
 //! `MASTER_PORT`, or `CUFOLD_RENDEZVOUS_FILE`) or its own launcher.
 //!
-//! Each rank holds its chunk of the global array (`ChunkLayout`; with the default length,
-//! 2^20 + 3, over 4 ranks rank 2 holds 3 elements and rank 3 none). Without `--gpu` the
+//! Each rank holds its share of the global array (`ChunkLayout::new`: with the default
+//! length, 2^20 + 3, over 4 ranks about 2^18 elements each). Without `--gpu` the
 //! ranks are `CpuRank`s talking over TCP (`TcpGroup`); with `--gpu` (cufold's `nccl`
 //! feature) rank r takes GPU `LOCAL_RANK` and an `NcclGroup` whose id rank 0 sends over the
 //! same rendezvous, and the reference is one GPU's.

@@ -94,15 +94,16 @@ impl<T: DeviceValue, O: Operator<T>> Operator<T> for Tree<O> {
 /// One rank of a distributed reduction or scan on a GPU: a [`Gpu`] (its device and stream)
 /// for its chunk, which lives on that device, and a [`Collective`] to the other ranks.
 ///
-/// The chunk is reduced on the GPU as its node of the canonical tree (its elements lifted
-/// at their global positions); the nodes, one accumulator per rank, travel through the
-/// collective to every rank's host, where they are joined and finished (the operator's Rust
-/// half: the GPU's bits for operators built from `+ - * /`, min, max and comparisons, as
-/// [`Operator`] promises). A scan then scans the chunk on the GPU from its carry, the fold
-/// of the earlier ranks' nodes. So every call waits for this rank's stream once (the node
-/// to the host) and moves one accumulator per rank between ranks; the result has the bits
-/// of one GPU's [`Gpu::reduce`] and [`Gpu::scan`] over the global array, for every number
-/// of ranks and every [`ChunkLayout`].
+/// The rank's share is reduced on the GPU as its nodes of the canonical tree (one per
+/// aligned subtree of the share: one for a chunk, a few for a balanced share; its elements
+/// lifted at their global positions); the nodes travel through the collective to every
+/// rank's host, where they are joined and finished (the operator's Rust half: the GPU's bits
+/// for operators built from `+ - * /`, min, max and comparisons, as [`Operator`] promises).
+/// A scan then scans each subtree on the GPU from its carry, the fold of the blocks before
+/// it. So every call waits for this rank's stream once (the nodes to the host) and makes one
+/// exchange (none on a group of one); the result has the bits of one GPU's [`Gpu::reduce`]
+/// and [`Gpu::scan`] over the global array, for every number of ranks and every
+/// [`ChunkLayout`].
 ///
 /// Ranks may share a device (each with its own stream: the single-GPU stand-in the tests
 /// use) or each own one.
@@ -478,8 +479,9 @@ impl<C: Collective> GpuRank<C> {
     /// and sample count. Waits for the rank's stream.
     ///
     /// Errors as [`GpuRank::all_reduce`]'s (ranks that disagree on the seed or the kind of
-    /// draws disagree on the call), and chunks of other than a multiple of 4 samples (each
-    /// rank's samples take whole Philox blocks: a layout of at least 4 samples per rank).
+    /// draws disagree on the call), and a layout whose grain is less than 4 samples with
+    /// more than one rank holding samples (each rank's samples take whole Philox blocks;
+    /// [`ChunkLayout::new`]'s grain is at least 4).
     ///
     /// ```no_run
     /// use cufold::dist::{ChunkLayout, GpuRank, LocalGroup};

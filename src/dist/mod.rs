@@ -1,24 +1,23 @@
 //! Reductions and scans of an array spread over several ranks (devices, processes or
 //! threads), with the bits of one device.
 //!
-//! Each rank holds one contiguous chunk of the global array ([`ChunkLayout`]: chunks cut at
-//! multiples of a power of two). A reduction reduces each chunk as its node of the canonical
-//! tree (crate docs), exchanges the nodes (one all-gather of one accumulator per rank,
-//! [`Collective`]) and joins them as the tree's upper levels, in rank order, so any
-//! operator works, non-commutative and `#[op]` ones included, and the result is the
-//! single-device result for the same global array, for every number of ranks and every
-//! chunk size the layout allows. A scan joins the nodes of the earlier ranks into each
-//! rank's carry (the left fold of the canonical blocks before its chunk) and scans its chunk
-//! from it (and gives the prefix through a full chunk's end from the nodes, where the chunk's
-//! tree joins the blocks before it).
+//! Each rank holds one contiguous share of the global array ([`ChunkLayout`]: balanced over
+//! any number of ranks, cut at multiples of a power of two). A reduction reduces each share
+//! as its nodes of the canonical tree (crate docs; the share's aligned subtrees), exchanges
+//! the nodes (one all-gather per call, [`Collective`]) and joins them as the tree's upper
+//! levels, in order, so any operator works, non-commutative and `#[op]` ones included, and
+//! the result is the single-device result for the same global array, for every number of
+//! ranks and every layout. A scan folds the blocks before each of a rank's subtrees into its
+//! carry and scans the subtree from it (and gives the prefix through a full subtree's end
+//! from the nodes, where the subtree's tree joins the blocks before it).
 //!
-//! Every call is collective and checked: before the nodes, the ranks exchange what each was
-//! asked (the call, the global length, the chunk, the operator and its parameters, its local
+//! Every call is collective and checked: with the nodes, the ranks exchange what each was
+//! asked (the call, the global length, the layout, the operator and its parameters, its local
 //! length), so that ranks that disagree, or a rank that failed before the call, give an
 //! [`ErrorKind::Collective`] error on every rank, never a hang or a wrong answer; a rank that
 //! panics in the operator tells the others before its panic goes on.
 //!
-//! [`CpuRank`] is the CPU backend's form and [`GpuRank`] the GPU's (the chunk on the rank's
+//! [`CpuRank`] is the CPU backend's form and [`GpuRank`] the GPU's (the share on the rank's
 //! device, reduced and scanned there; the nodes through the collective), on an in-process
 //! [`LocalGroup`] (one thread per rank, each with its device or its own stream of a shared
 //! one), an `NcclGroup` (NCCL between devices, in one process or many; cufold's `nccl`
