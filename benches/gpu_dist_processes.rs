@@ -67,6 +67,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Starts k copies of this bench for each k, and prints and checks rank 0's rows.
 fn launch(args: &Args) -> Res<()> {
     let exe = std::env::current_exe()?;
+    // One GPU per rank: NCCL refuses two ranks of one group on one device.
+    let gpus = cufold::Gpu::device_count()?;
+    if let Some(k) = args.ranks.iter().find(|&&k| k > gpus) {
+        return Err(format!("{k} ranks need {k} GPUs; {gpus} here").into());
+    }
     let mut rows: Vec<(String, u32, usize, f64)> = Vec::new();
     let mut mc: Vec<(usize, f64, String)> = Vec::new();
     for &k in &args.ranks {

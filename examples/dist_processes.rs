@@ -189,6 +189,15 @@ fn launch(args: &Args) -> Res<()> {
     if args.gpu && !cfg!(feature = "nccl") {
         return Err("--gpu needs cufold's nccl feature: add --features nccl".into());
     }
+    if args.gpu {
+        // One GPU per rank: NCCL refuses two ranks of one group on one device.
+        let gpus = cufold::Gpu::device_count()?;
+        if gpus < n {
+            return Err(
+                format!("--gpu gives each rank a GPU: {n} ranks, {gpus} GPU(s) here").into(),
+            );
+        }
+    }
     let want = reference(args)?;
     println!(
         "one device: sum {} scan[last] {} estimate {}",
