@@ -48,10 +48,13 @@ template <class Op, int VEC, int DRAW> struct SampleLoader {
     static_assert((VEC * D) % P == 0, "a group of samples takes whole Philox blocks");
     u64 seed;
     u64 n;
+    u64 base;  // sample_base(op): the run's first sample
 
-    __device__ __forceinline__ void load(const Op& op, u64 p, Acc (&items)[VEC]) const {
+    // The VEC samples at p, unlifted (lane runs: reduce.cuh's tile_reduce_runs; the run's
+    // whole tiles only, so all VEC are in range).
+    __device__ __forceinline__ void fetch(u64 p, S (&s)[VEC]) const {
         T v[VEC * D];
-        const u64 first = (sample_base(op) + p) * (u64)D / P;  // the Philox sample of draw p * D
+        const u64 first = (base + p) * (u64)D / P;  // the Philox sample of draw p * D
 #pragma unroll
         for (int b = 0; b < VEC * D / P; ++b) {
             const PhiloxBlock blk = philox_block(seed, first + b, 0u);
@@ -66,11 +69,15 @@ template <class Op, int VEC, int DRAW> struct SampleLoader {
                 }
             }
         }
-        S s[VEC];
 #pragma unroll
         for (int i = 0; i < VEC; ++i)
 #pragma unroll
             for (int j = 0; j < D; ++j) Shape::set(s[i], j, v[i * D + j]);
+    }
+
+    __device__ __forceinline__ void load(const Op& op, u64 p, Acc (&items)[VEC]) const {
+        S s[VEC];
+        fetch(p, s);
         // One range check per group: only the last group of a run can be partial.
         if (p + VEC <= n) {
 #pragma unroll
@@ -97,7 +104,7 @@ cf_monte_carlo(cf::u64 seed, cf::u64 n, cf::u64 tiles_per_block, cf::u64 limit, 
                unsigned long long* ticket, cf_out_t* out,
                const cf::OpBytes<CF_OP_BYTES> op_bytes) {
     const cf_op_t op = cf::make_op<cf_op_t>(op_bytes);
-    const cf::SampleLoader<cf_op_t, CF_VEC, CF_DRAW> ld{seed, n};
+    const cf::SampleLoader<cf_op_t, CF_VEC, CF_DRAW> ld{seed, n, cf::sample_base(op)};
     cf::reduce_grid<cf_op_t, CF_BLOCK, CF_K, CF_VEC, CF_FINAL_K, CF_ORDER_FREE != 0>(
         op, ld, n, tiles_per_block, limit, partials, ticket, out);
 }

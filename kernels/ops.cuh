@@ -256,6 +256,8 @@ template <class F, class O> struct Mapped {
 // array. At lifts at the global index and finishes with the global count (a chunk's scan);
 // Tree keeps the accumulator unfinished (a chunk's node of the canonical tree). Members as
 // OpParams::pair(O's parameters, first) lays them out.
+// Both keep O's tame combine (reduce.cuh's has_tame, forwarded there for them): templates,
+// so that an O without one compiles.
 template <class O> struct At {
     typedef typename O::In In; typedef typename O::Acc Acc; typedef typename O::Out Out;
     O o; u64 first;
@@ -263,6 +265,8 @@ template <class O> struct At {
     __device__ Acc lift(In x, u64 i) const { return o.lift(x, first + i); }
     __device__ Acc combine(Acc a, Acc b) const { return o.combine(a, b); }
     __device__ Out finish(Acc a, u64 n) const { return o.finish(a, first + n); }
+    template <class Q = O> __device__ bool tame(In x) const { return o.tame(x); }
+    template <class Q = O> __device__ Acc combine_tame(Acc a, Acc b) const { return o.combine_tame(a, b); }
 };
 template <class O> struct Tree {
     typedef typename O::In In; typedef typename O::Acc Acc; typedef typename O::Acc Out;
@@ -271,6 +275,8 @@ template <class O> struct Tree {
     __device__ Acc lift(In x, u64 i) const { return o.lift(x, first + i); }
     __device__ Acc combine(Acc a, Acc b) const { return o.combine(a, b); }
     __device__ Out finish(Acc a, u64) const { return a; }
+    template <class Q = O> __device__ bool tame(In x) const { return o.tame(x); }
+    template <class Q = O> __device__ Acc combine_tame(Acc a, Acc b) const { return o.combine_tame(a, b); }
 };
 
 // A thread's private run for an order-free operator (cf::free_run in reduce.cuh): the state

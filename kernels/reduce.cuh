@@ -169,6 +169,37 @@ template <class Op, class = void> struct has_tame { static constexpr bool value 
 template <class Op> struct has_tame<Op, typename void_type<decltype(&Op::combine_tame)>::type> {
     static constexpr bool value = true;
 };
+// The wrappers of ops.cuh that map inputs or move positions (Mapped, At, Tree) keep their
+// operator's faster forms, with its bits: its lane runs, its combine_full and, for At and
+// Tree, whose inputs are the operator's own, its tame combine (Mapped's inputs are samples
+// or values before its map, which the operator's `tame` does not judge). `o` is a wrapper's
+// operator.
+template <class W> struct WrappedFull : W {
+    __device__ __forceinline__ typename W::Acc combine(typename W::Acc a, typename W::Acc b) const {
+        typedef decltype(W::o) O;
+        typename full_op<O>::type f;
+        static_cast<O&>(f) = this->o;
+        return f.combine(a, b);
+    }
+};
+template <class F, class O> struct full_op<Mapped<F, O>, void> {
+    typedef WrappedFull<Mapped<F, O>> type;
+    static constexpr bool HAS = full_op<O>::HAS;
+};
+template <class O> struct full_op<At<O>, void> {
+    typedef WrappedFull<At<O>> type;
+    static constexpr bool HAS = full_op<O>::HAS;
+};
+template <class O> struct full_op<Tree<O>, void> {
+    typedef WrappedFull<Tree<O>> type;
+    static constexpr bool HAS = full_op<O>::HAS;
+};
+template <class F, class O> struct lane_runs<Mapped<F, O>, void> { static constexpr bool value = lane_runs<O>::value; };
+template <class O> struct lane_runs<At<O>, void> { static constexpr bool value = lane_runs<O>::value; };
+template <class O> struct lane_runs<Tree<O>, void> { static constexpr bool value = lane_runs<O>::value; };
+template <class O> struct has_tame<At<O>, void> { static constexpr bool value = has_tame<O>::value; };
+template <class O> struct has_tame<Tree<O>, void> { static constexpr bool value = has_tame<O>::value; };
+template <class W> struct has_tame<WrappedFull<W>, void> { static constexpr bool value = has_tame<W>::value; };
 template <class Op> struct TameCombine : Op {
     __device__ __forceinline__ typename Op::Acc combine(typename Op::Acc a, typename Op::Acc b) const {
         return Op::combine_tame(a, b);

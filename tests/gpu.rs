@@ -762,6 +762,84 @@ fn every_builtin_kernel_compiles_for_hopper() {
     run_parallel(jobs);
 }
 
+/// The wrappers that keep an operator's faster forms (kernels/reduce.cuh: lane runs,
+/// `combine_full`, the tame combine) compile in every kernel that takes them: a distributed
+/// share's `cf::Tree` and `cf::At` (its node and its scan's lifts), Monte Carlo's `cf::Mapped`,
+/// over operators with all, some or none of those forms.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn wrapped_operators_compile_for_hopper() {
+    if !compile_only_test_runs("wrapped_operators_compile_for_hopper") {
+        return;
+    }
+    use cufold::monte_carlo::{compile_kernel as mc_kernel, Draws, MonteCarlo};
+    use cufold::reduce::ReduceShape;
+    fn wrap(kind: &str, op: CudaOp) -> CudaOp {
+        CudaOp {
+            type_name: format!("cf::{kind}<{}>", op.type_name),
+            source: op.source,
+        }
+    }
+    fn build<T: DeviceValue, O: Operator<T>>(op: O) {
+        let shape = ReduceShape {
+            order_free: O::ORDER_FREE,
+            ..ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap()
+        };
+        // The wrappers' parameters: the operator's, then the first position (8 bytes).
+        let bytes = OpParams::pair(&op.params(), &OpParams::of(&0u64))
+            .bytes()
+            .len();
+        for kind in ["Tree", "At"] {
+            for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
+                let cuda = wrap(kind, op.cuda());
+                if let Err(e) =
+                    cufold::reduce::compile_kernel(&cuda, bytes, &shape, vector, "sm_90")
+                {
+                    panic!("cf::{kind}<{}> over {}: {e}", O::NAME, T::cuda_name());
+                }
+            }
+        }
+    }
+    fn sample<O: Operator<f32> + Send + 'static>(op: O) {
+        let mc = MonteCarlo::<f32, _>::new(Identity).reduce_with(op);
+        let mapped = mc.operator();
+        for tree in [false, true] {
+            let (cuda, params) = (
+                <_ as Operator<f32>>::cuda(&mapped),
+                <_ as Operator<f32>>::params(&mapped),
+            );
+            let (cuda, params) = match tree {
+                true => (
+                    wrap("Tree", cuda),
+                    OpParams::pair(&params, &OpParams::of(&0u64)),
+                ),
+                false => (cuda, params),
+            };
+            let bytes = params.bytes().len();
+            for draws in [Draws::Uniform, Draws::Normal] {
+                if let Err(e) = mc_kernel(&cuda, bytes, draws, "sm_90") {
+                    panic!(
+                        "Monte Carlo {} (tree {tree}, {draws:?}): {e}",
+                        cuda.type_name
+                    );
+                }
+            }
+        }
+    }
+    let jobs: Vec<Job> = vec![
+        Box::new(|| build::<f32, _>(MeanVar)),
+        Box::new(|| build::<f64, _>(MeanVar)),
+        Box::new(|| build::<f32, _>(CompensatedSum)),
+        Box::new(|| build::<f32, _>(Sum)),
+        Box::new(|| build::<f32, _>(ArgMax)),
+        Box::new(|| build::<f64, _>(ExactSum)),
+        Box::new(|| sample(MeanVar)),
+        Box::new(|| sample(Mean)),
+        Box::new(|| sample(CompensatedSum)),
+    ];
+    run_parallel(jobs);
+}
+
 /// CUDA's per-thread default stream (`per_thread_stream()`, candle's) is one handle for a
 /// different stream in each thread. One cufold handle on it, shared by threads that scan and
 /// reduce at the same time, gives every thread the CPU's bits: each thread gets its own
