@@ -172,6 +172,9 @@ template <class T> struct MeanVar {
     // weighted's finite branch alone, the same bits without the test and the selects (the
     // CPU's leaves take the same shortcut, `moments::<true>`). Used by lane runs (reduce.cuh).
     __device__ bool tame(In x) const { return meanvar_tame(x); }
+    // The same test on a lifted input, whose mean is the input as a double (for wrappers
+    // whose raw inputs are not MeanVar's: a Monte Carlo map's samples; reduce.cuh).
+    __device__ bool tame_acc(Acc a) const { return fabs(a.mean) <= 4.49423283715579e307; }
     __device__ Acc combine_tame(Acc a, Acc b) const {
         Acc r;
         r.count = a.count + b.count;
@@ -250,6 +253,10 @@ template <class F, class O> struct Mapped {
     __device__ Acc lift(In x, u64 i) const { return o.lift(f(x, i), i); }
     __device__ Acc combine(Acc a, Acc b) const { return o.combine(a, b); }
     __device__ Out finish(Acc a, u64 n) const { return o.finish(a, n); }
+    // O's tame combine, judged on lifted inputs (reduce.cuh's has_tame_acc): templates, so
+    // that an O without one compiles.
+    template <class Q = O> __device__ bool tame_acc(Acc a) const { return o.tame_acc(a); }
+    template <class Q = O> __device__ Acc combine_tame(Acc a, Acc b) const { return o.combine_tame(a, b); }
 };
 
 // A distributed array's chunk (src/dist): O over positions `first` onwards of the global
@@ -266,6 +273,7 @@ template <class O> struct At {
     __device__ Acc combine(Acc a, Acc b) const { return o.combine(a, b); }
     __device__ Out finish(Acc a, u64 n) const { return o.finish(a, first + n); }
     template <class Q = O> __device__ bool tame(In x) const { return o.tame(x); }
+    template <class Q = O> __device__ bool tame_acc(Acc a) const { return o.tame_acc(a); }
     template <class Q = O> __device__ Acc combine_tame(Acc a, Acc b) const { return o.combine_tame(a, b); }
 };
 template <class O> struct Tree {
@@ -276,6 +284,7 @@ template <class O> struct Tree {
     __device__ Acc combine(Acc a, Acc b) const { return o.combine(a, b); }
     __device__ Out finish(Acc a, u64) const { return a; }
     template <class Q = O> __device__ bool tame(In x) const { return o.tame(x); }
+    template <class Q = O> __device__ bool tame_acc(Acc a) const { return o.tame_acc(a); }
     template <class Q = O> __device__ Acc combine_tame(Acc a, Acc b) const { return o.combine_tame(a, b); }
 };
 

@@ -200,6 +200,21 @@ template <class O> struct lane_runs<Tree<O>, void> { static constexpr bool value
 template <class O> struct has_tame<At<O>, void> { static constexpr bool value = has_tame<O>::value; };
 template <class O> struct has_tame<Tree<O>, void> { static constexpr bool value = has_tame<O>::value; };
 template <class W> struct has_tame<WrappedFull<W>, void> { static constexpr bool value = has_tame<W>::value; };
+// An operator whose raw inputs its tame test cannot judge (Mapped: they are values before the
+// map) may judge lifted inputs instead, `tame_acc(Acc)`: a lane then picks the combine per
+// load, and again for the join of its loads (lane_run_tree_acc). Only where the raw test is
+// not there: At and Tree over MeanVar keep it.
+template <class Op, class = void> struct has_tame_acc { static constexpr bool value = false; };
+template <class O, class = void> struct tame_acc_member { static constexpr bool value = false; };
+template <class O> struct tame_acc_member<O, typename void_type<decltype(&O::tame_acc)>::type> {
+    static constexpr bool value = true;
+};
+template <class F, class O> struct has_tame_acc<Mapped<F, O>, void> {
+    static constexpr bool value = has_tame<O>::value && tame_acc_member<O>::value;
+};
+template <class O> struct has_tame_acc<At<O>, void> { static constexpr bool value = has_tame_acc<O>::value; };
+template <class O> struct has_tame_acc<Tree<O>, void> { static constexpr bool value = has_tame_acc<O>::value; };
+template <class W> struct has_tame_acc<WrappedFull<W>, void> { static constexpr bool value = has_tame_acc<W>::value; };
 template <class Op> struct TameCombine : Op {
     __device__ __forceinline__ typename Op::Acc combine(typename Op::Acc a, typename Op::Acc b) const {
         return Op::combine_tame(a, b);
@@ -220,6 +235,39 @@ __device__ __forceinline__ typename Op::Acc lane_run_tree(const Op& op, const ty
         v[k] = items[0];
     }
     thread_reduce(op, v, RUN);
+    return v[0];
+}
+// lane_run_tree for an operator with tame_acc: each load's tree with the tame combine where
+// its lifted inputs are all tame, and the join of the loads' trees likewise.
+template <class Op, int K, int VEC>
+__device__ __forceinline__ typename Op::Acc lane_run_tree_acc(const Op& op, const typename Op::In (&raw)[K][VEC],
+                                                              u64 at) {
+    typedef typename Op::Acc Acc;
+    constexpr u64 RUN = (u64)K * VEC;
+    TameCombine<Op> t;
+    static_cast<Op&>(t) = op;
+    Acc v[K];
+    bool all = true;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        Acc items[VEC];
+        bool tame = true;
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            items[i] = op.lift(raw[k][i], at + (u64)k * VEC + i);
+            tame &= op.tame_acc(items[i]);
+        }
+        if (tame)
+            thread_reduce(t, items, RUN);
+        else
+            thread_reduce(op, items, RUN);
+        v[k] = items[0];
+        all &= tame;
+    }
+    if (all)
+        thread_reduce(t, v, RUN);
+    else
+        thread_reduce(op, v, RUN);
     return v[0];
 }
 template <class Op, int BLOCK, int K, int VEC, class Loader>
@@ -248,6 +296,8 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const
         } else {
             r = lane_run_tree<Op, K, VEC>(op, raw, at);
         }
+    } else if constexpr (has_tame_acc<Op>::value) {
+        r = lane_run_tree_acc<Op, K, VEC>(op, raw, at);
     } else {
         r = lane_run_tree<Op, K, VEC>(op, raw, at);
     }
