@@ -19,12 +19,14 @@
 //! is exactly the length.
 
 use clap::Parser;
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../examples/common/children.rs"]
+mod children;
 #[path = "common/mod.rs"]
 mod common;
+use children::Children;
 
 #[derive(Parser, Debug)]
 #[command(about = "Distributed sum, scan and Monte Carlo, one process per GPU, against one GPU")]
@@ -91,19 +93,8 @@ fn launch(args: &Args) -> Res<()> {
         }
         let deadline = Instant::now() + Duration::from_secs(10 * args.timeout);
         let mut out0 = String::new();
-        for (r, c) in children.0.iter_mut().enumerate() {
-            let status = loop {
-                if let Some(s) = c.try_wait()? {
-                    break s;
-                }
-                if Instant::now() > deadline {
-                    c.kill()?;
-                    break c.wait()?;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
-            let mut out = String::new();
-            c.stdout.take().map(|mut o| o.read_to_string(&mut out));
+        for r in 0..k {
+            let (status, out) = children.finish(r, deadline)?;
             if !status.success() {
                 return Err(format!("{k} ranks: rank {r} failed ({status}):\n{out}").into());
             }
@@ -175,20 +166,6 @@ fn launch(args: &Args) -> Res<()> {
         std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
     }
     Ok(())
-}
-
-/// The ranks' processes, killed (if still running) and reaped whatever happens.
-struct Children(Vec<Child>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            if let Ok(None) = c.try_wait() {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-    }
 }
 
 #[cfg(not(feature = "nccl"))]

@@ -25,9 +25,12 @@ use cufold::dist::{ChunkLayout, CpuRank, Launch, TcpGroup};
 use cufold::monte_carlo::MonteCarlo;
 use cufold::ops::{Identity, Sum};
 use cufold::{Cpu, ScanKind};
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "common/children.rs"]
+mod children;
+use children::Children;
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Reduce, scan and Monte Carlo over processes, with one device's bits")]
@@ -167,18 +170,6 @@ fn reference(args: &Args) -> Res<Line> {
     })
 }
 
-/// The ranks' processes, killed (if still running) and reaped whatever happens.
-struct Children(Vec<Child>);
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// The launcher: starts the ranks, waits for them (killing any past the time limit) and
 /// checks what they printed.
 fn launch(args: &Args) -> Res<()> {
@@ -226,19 +217,8 @@ fn launch(args: &Args) -> Res<()> {
     let mut ok = true;
     let mut last_scan = None;
     let layout = ChunkLayout::new(args.len, n)?;
-    for (r, c) in children.0.iter_mut().enumerate() {
-        let status = loop {
-            if let Some(s) = c.try_wait()? {
-                break s;
-            }
-            if Instant::now() > deadline {
-                c.kill()?;
-                break c.wait()?;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let mut out = String::new();
-        c.stdout.take().map(|mut o| o.read_to_string(&mut out));
+    for r in 0..n {
+        let (status, out) = children.finish(r, deadline)?;
         let line = out.lines().find(|l| l.starts_with("RESULT ")).unwrap_or("");
         println!(
             "rank {r}: {}",

@@ -91,6 +91,22 @@ impl<T: DeviceValue, O: Operator<T>> Operator<T> for Tree<O> {
     }
 }
 
+/// `v` on the device in one copy (`None` for nothing), on `stream`; `what` names it in an
+/// error.
+fn upload<T: cudarc::driver::DeviceRepr>(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    v: &[T],
+    what: &str,
+) -> Result<Option<CudaSlice<T>>> {
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let d = stream.clone_htod(v);
+    Ok(Some(d.map_err(|e| {
+        Error::driver(&format!("copying {what}"), e)
+    })?))
+}
+
 /// One rank of a distributed reduction or scan on a GPU: a [`Gpu`] (its device and stream)
 /// for its chunk, which lives on that device, and a [`Collective`] to the other ranks.
 ///
@@ -393,28 +409,14 @@ impl<C: Collective> GpuRank<C> {
         let stream = self.gpu.stream();
         // Every piece's carry in one upload, and its last prefix where given apart.
         let bases: Vec<O::Acc> = scans.iter().filter_map(|s| s.base).collect();
-        let bases = match bases.is_empty() {
-            true => None,
-            false => Some(
-                stream
-                    .clone_htod(&bases)
-                    .map_err(|e| Error::driver("copying a distributed scan's carries", e))?,
-            ),
-        };
+        let bases = upload(stream, &bases, "a distributed scan's carries")?;
         let inclusive = kind == ScanKind::Inclusive;
         let ends: Vec<O::Out> = scans
             .iter()
             .filter(|_| inclusive)
             .filter_map(|s| s.end.map(|e| op.finish(e, s.piece.start + s.piece.size)))
             .collect();
-        let ends = match ends.is_empty() {
-            true => None,
-            false => Some(
-                stream
-                    .clone_htod(&ends)
-                    .map_err(|e| Error::driver("copying a distributed scan's last prefixes", e))?,
-            ),
-        };
+        let ends = upload(stream, &ends, "a distributed scan's last prefixes")?;
         let (x_ptr, _x) = local.device_ptr(stream);
         let (y_ptr, _y) = out.device_ptr_mut(stream);
         let bases_guard = bases.as_ref().map(|b| b.device_ptr(stream));
