@@ -307,6 +307,29 @@ fn a_dead_group_says_so_and_a_new_group_works() {
     assert_eq!(got, [64.0; 3]);
 }
 
+/// A layout for another number of ranks than the group's is an error at once, however many
+/// ranks it names (its pieces are never enumerated).
+#[test]
+fn a_layout_for_another_group_size_is_an_error_at_once() {
+    let huge = ChunkLayout::new(1 << 40, 1 << 30).unwrap();
+    let t = std::time::Instant::now();
+    let got: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = LocalGroup::new(2)
+            .into_iter()
+            .map(|comm| {
+                s.spawn(move || CpuRank::new(Cpu::new(), comm).all_reduce(&huge, &[0f32; 4], Sum))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for g in got {
+        let e = g.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidConfig, "{e}");
+        assert!(e.to_string().contains("in a group of 2"), "{e}");
+    }
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
+
 #[test]
 fn root_reduce_answers_on_the_root_only() {
     let x: Vec<u32> = (1..=10).collect();

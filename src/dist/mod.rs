@@ -687,7 +687,12 @@ pub(crate) fn exchange<C: Collective, T: DeviceValue, O: Operator<T>, P>(
 
     // This rank's nodes (unless it cannot take part), or the news that it failed or
     // panicked: computed before the headers are checked, so that one exchange carries both.
-    let pieces = layout.pieces();
+    // (Not for a layout of another group's size, which the header refuses: its pieces
+    // could be as many as its ranks.)
+    let pieces = match layout.ranks() == comm.ranks() {
+        true => layout.pieces(),
+        false => Vec::new(),
+    };
     let most = layout.max_pieces(&pieces);
     let own: Vec<Piece> = pieces.iter().filter(|p| p.rank == rank).copied().collect();
     let size = std::mem::size_of::<O::Acc>();
