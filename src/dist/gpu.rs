@@ -508,11 +508,7 @@ impl<C: Collective> GpuRank<C> {
         // The kernels of this rank's pieces, before the exchange (a failure goes in the
         // header).
         let rank = self.rank();
-        let own: Vec<Piece> = layout
-            .pieces()
-            .into_iter()
-            .filter(|p| p.rank == rank)
-            .collect();
+        let own = layout.pieces_of(rank);
         let ests = ChunkEstimator::new(&self.gpu, mc, range.start, len).and_then(|first| {
             let mut ests = vec![];
             for p in own.iter().skip(1) {

@@ -264,15 +264,26 @@ impl ChunkLayout {
     /// present positions one rank holds, and whose parent's it does not. They cover the
     /// array once; a rank's pieces are its share, in order.
     pub(crate) fn pieces(&self) -> Vec<Piece> {
+        self.pieces_within(0..self.len)
+    }
+
+    /// Rank `rank`'s pieces, in order (none for a rank that holds nothing): the descent of
+    /// [`ChunkLayout::pieces`] into the subtrees that meet its share alone.
+    pub(crate) fn pieces_of(&self, rank: usize) -> Vec<Piece> {
+        self.pieces_within(self.range(rank))
+    }
+
+    /// The pieces that meet positions `within`.
+    fn pieces_within(&self, within: Range<u64>) -> Vec<Piece> {
         let mut out = Vec::new();
-        if self.len > 0 {
-            self.descend(0, self.len.next_power_of_two(), &mut out);
+        if !within.is_empty() {
+            self.descend(0, self.len.next_power_of_two(), &within, &mut out);
         }
         out
     }
 
-    fn descend(&self, start: u64, size: u64, out: &mut Vec<Piece>) {
-        if start >= self.len {
+    fn descend(&self, start: u64, size: u64, within: &Range<u64>, out: &mut Vec<Piece>) {
+        if start >= within.end || start + size <= within.start {
             return;
         }
         let end = (start + size).min(self.len);
@@ -280,8 +291,8 @@ impl ChunkLayout {
         if self.owner(end - 1) == rank {
             out.push(Piece { start, size, rank });
         } else {
-            self.descend(start, size / 2, out);
-            self.descend(start + size / 2, size / 2, out);
+            self.descend(start, size / 2, within, out);
+            self.descend(start + size / 2, size / 2, within, out);
         }
     }
 
@@ -384,6 +395,10 @@ mod tests {
             }
         }
         assert_eq!(next, l.len(), "{l:?}");
+        for r in 0..l.ranks().min(9) {
+            let theirs: Vec<Piece> = pieces.iter().filter(|p| p.rank == r).copied().collect();
+            assert_eq!(l.pieces_of(r), theirs, "{l:?} rank {r}");
+        }
         for p in 0..l.len().min(64) {
             assert!(l.range(l.owner(p)).contains(&p));
         }

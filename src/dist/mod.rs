@@ -191,9 +191,8 @@ pub(crate) fn piece_scans<T: DeviceValue, O: Operator<T>>(
     let first = layout.range(rank).start;
     let len = layout.len();
     layout
-        .pieces()
+        .pieces_of(rank)
         .into_iter()
-        .filter(|p| p.rank == rank)
         .map(|piece| {
             let n = present(len, &piece);
             let full = n == piece.size && piece.start > 0;
@@ -812,7 +811,7 @@ pub(crate) fn scan_needs_nodes(layout: &ChunkLayout, rank: usize) -> bool {
     if rank + 1 < layout.holders() {
         return true;
     }
-    let mut own = layout.pieces().into_iter().filter(|p| p.rank == rank);
+    let mut own = layout.pieces_of(rank).into_iter();
     match (own.next(), own.next()) {
         (Some(p), None) => p.start > 0 && present(layout.len(), &p) == p.size,
         (Some(_), Some(_)) => true,
