@@ -270,18 +270,11 @@ __device__ __forceinline__ typename Op::Acc lane_run_tree_acc(const Op& op, cons
         thread_reduce(op, v, RUN);
     return v[0];
 }
-template <class Op, int BLOCK, int K, int VEC, class Loader>
-__device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const Loader& ld, u64 base,
-                                                             typename Op::Acc* smem) {
+// The tree of a tile read as lane runs, from the lane's raw inputs `raw` (its run at `at`).
+template <class Op, int BLOCK, int K, int VEC>
+__device__ __forceinline__ typename Op::Acc tile_join_runs(const Op& op, const typename Op::In (&raw)[K][VEC], u64 at,
+                                                           typename Op::Acc* smem) {
     typedef typename Op::Acc Acc;
-    constexpr u64 RUN = (u64)K * VEC;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const u64 at = base + (u64)warp * 32 * RUN + (u64)lane * RUN;
-    // The raw inputs first (all K loads in flight), lifted a load at a time: K * VEC lifted
-    // accumulators at once would not fit in registers.
-    typename Op::In raw[K][VEC];
-#pragma unroll
-    for (int k = 0; k < K; ++k) ld.fetch(at + (u64)k * VEC, raw[k]);
     Acc r;
     if constexpr (has_tame<Op>::value) {
         bool tame = true;
@@ -302,6 +295,68 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const
         r = lane_run_tree<Op, K, VEC>(op, raw, at);
     }
     return block_reduce_warps<BLOCK>(op, warp_reduce(op, r), smem);
+}
+template <class Op, int BLOCK, int K, int VEC, class Loader>
+__device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const Loader& ld, u64 base,
+                                                             typename Op::Acc* smem) {
+    constexpr u64 RUN = (u64)K * VEC;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const u64 at = base + (u64)warp * 32 * RUN + (u64)lane * RUN;
+    // The raw inputs first (all K loads in flight), lifted a load at a time: K * VEC lifted
+    // accumulators at once would not fit in registers.
+    typename Op::In raw[K][VEC];
+#pragma unroll
+    for (int k = 0; k < K; ++k) ld.fetch(at + (u64)k * VEC, raw[k]);
+    return tile_join_runs<Op, BLOCK, K, VEC>(op, raw, at, smem);
+}
+
+// Staged lane runs: the whole tiles of a block's span are copied into shared memory one tile
+// ahead (cp.async, a commit group a tile), so that the next tile's bytes travel while this
+// one's tree is built. Operators with lane runs are dear a position (MeanVar's f64 combine)
+// and their registers hold two or three blocks an SM: loads issued only when a tile starts
+// left DRAM idle for most of each tile. Each warp copies its own 32 runs (K vectors each,
+// padded by one so that lanes reading their runs hit different banks) with coalesced
+// 16-byte copies, and only its lanes read them: a __syncwarp orders the copies and the reads.
+// For aligned input (InputLoader with VECTOR) and rings of at most RING_BYTES.
+template <class L> struct stages_input { static constexpr bool value = false; };
+template <class Op, int VEC> struct stages_input<InputLoader<Op, VEC, true>> { static constexpr bool value = true; };
+constexpr int RING_BYTES = 40960;
+template <int BLOCK, int K> struct RunRing {
+    static constexpr int WARP = 32 * (K + 1);  // vectors of one warp's stage
+    static constexpr int BYTES = 2 * (BLOCK / 32) * WARP * 16;
+};
+// Starts the copy of the calling warp's 32 runs of the tile at `base` into `stage` (that
+// warp's part of the ring); the caller commits the group.
+template <int K, int VEC, class In>
+__device__ __forceinline__ void stage_tile_runs(const In* x, u64 base, uint4* stage) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const uint4* src = reinterpret_cast<const uint4*>(x + base + (u64)warp * 32 * K * VEC);
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+        const int v = i * 32 + lane;  // the warp's vector v: run v / K, load v % K
+        cp_async16(stage + (v / K) * (K + 1) + v % K, src + v);
+    }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits for every commit group but the newest, then lets the warp read what its lanes copied.
+__device__ __forceinline__ void cp_async_wait_prior() {
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    __syncwarp();
+}
+// tile_reduce_runs from the lane's run in its warp's stage.
+template <class Op, int BLOCK, int K, int VEC>
+__device__ __forceinline__ typename Op::Acc tile_reduce_staged(const Op& op, const uint4* stage, u64 base,
+                                                               typename Op::Acc* smem) {
+    constexpr u64 RUN = (u64)K * VEC;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const u64 at = base + (u64)warp * 32 * RUN + (u64)lane * RUN;
+    typename Op::In raw[K][VEC];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const uint4 v = stage[lane * (K + 1) + k];
+        memcpy(raw[k], &v, sizeof(v));
+    }
+    return tile_join_runs<Op, BLOCK, K, VEC>(op, raw, at, smem);
 }
 
 // One thread's K loads of a tile folded into its run state `st` (cf::Run), in index order:
@@ -365,17 +420,22 @@ __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader&
 }
 
 // The blocks of BLOCK threads a multiprocessor should hold at once, for the kernel's
-// __launch_bounds__: 1 (no bound on registers), unless the operator's run (cf::Run) names a
-// register budget `REGS` for its threads, as ExactSum's does: its hot loop needs few
-// registers, but code run once a block (joining the accumulators, rounding them) holds whole
-// accumulators (368 bytes for f64) and would set the register count of the whole kernel.
+// __launch_bounds__. An operator's run (cf::Run) may name a register budget `REGS` for its
+// threads, as ExactSum's does: its hot loop needs few registers, but code run once a block
+// (joining the accumulators, rounding them) holds whole accumulators (368 bytes for f64) and
+// would set the register count of the whole kernel. The canonical tree of an operator with
+// an accumulator of at most 8 bytes and no lane runs (the sums, products and means) asks for
+// a full multiprocessor, 32 registers a thread: left to itself the compiler took 33 to 46 for
+// f16, f64 and i64 sums, which in blocks of 1024 holds one block an SM, half the threads (and
+// fits in 32 with no spill). Other operators: 1, no bound on registers.
 template <class R, class = void> struct run_regs { static constexpr int value = 0; };
 template <class R> struct run_regs<R, typename void_type<decltype(R::REGS)>::type> {
     static constexpr int value = R::REGS;
 };
-template <class Op, int BLOCK> struct min_blocks {
+template <class Op, int BLOCK, bool ORDER_FREE> struct min_blocks {
     static constexpr int regs = run_regs<Run<Op>>::value;
-    static constexpr int by_regs = regs > 0 ? 65536 / (BLOCK * regs) : 1;
+    static constexpr bool light = !ORDER_FREE && sizeof(typename Op::Acc) <= 8 && !lane_runs<Op>::value;
+    static constexpr int by_regs = regs > 0 ? 65536 / (BLOCK * regs) : light ? 2048 / BLOCK : 1;
     static constexpr int value = by_regs < 1 ? 1 : by_regs > 2048 / BLOCK ? 2048 / BLOCK : by_regs;
 };
 
@@ -405,15 +465,35 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
     if constexpr (ORDER_FREE) {
         total = free_run<Op, BLOCK, K, VEC, true>(op, ld, first, tiles_per_block, n, smem[0], (int)(threadIdx.x >> 5));
     } else {
+        typedef RunRing<BLOCK, K> Ring;
+        constexpr bool STAGED = lane_runs<Op>::value && stages_input<Loader>::value && Ring::BYTES <= RING_BYTES;
+        __shared__ uint4 ring[STAGED ? Ring::BYTES / 16 : 1];
+        uint4* const mine = ring + (threadIdx.x >> 5) * Ring::WARP;
+        const auto whole = [&](u64 j) { return j < tiles_per_block && first + (j + 1) * TILE <= n; };
+        if constexpr (STAGED) {
+            if (whole(0)) stage_tile_runs<K, VEC>(ld.x, first, mine);
+            cp_async_commit();
+        }
         for (u64 j = 0; j < tiles_per_block; ++j) {
             const u64 base = first + j * TILE;
             Acc t = op.identity();
             bool done = base >= n;
+            if constexpr (STAGED) {
+                // The stage tile j + 1 takes was read at tile j - 1 by this warp's lanes.
+                __syncwarp();
+                if (whole(j + 1))
+                    stage_tile_runs<K, VEC>(ld.x, base + TILE, mine + ((j + 1) & 1) * (BLOCK / 32) * Ring::WARP);
+                cp_async_commit();
+            }
             if constexpr (full_op<Op>::HAS || lane_runs<Op>::value) {
                 if (!done && base + TILE <= n) {
                     typename full_op<Op>::type full;
                     static_cast<Op&>(full) = op;
-                    if constexpr (lane_runs<Op>::value)
+                    if constexpr (STAGED) {
+                        cp_async_wait_prior();
+                        t = tile_reduce_staged<typename full_op<Op>::type, BLOCK, K, VEC>(
+                            full, mine + (j & 1) * (BLOCK / 32) * Ring::WARP, base, smem[j & 1]);
+                    } else if constexpr (lane_runs<Op>::value)
                         t = tile_reduce_runs<typename full_op<Op>::type, BLOCK, K, VEC>(full, ld, base, smem[j & 1]);
                     else
                         t = tile_reduce<typename full_op<Op>::type, BLOCK, K, VEC>(full, ld, base, limit, smem[j & 1]);
@@ -481,7 +561,7 @@ typedef cf_op_t::In cf_in_t;
 typedef cf_op_t::Acc cf_acc_t;
 typedef cf_op_t::Out cf_out_t;
 
-extern "C" __global__ void __launch_bounds__(CF_BLOCK, cf::min_blocks<cf_op_t, CF_BLOCK>::value)
+extern "C" __global__ void __launch_bounds__(CF_BLOCK, cf::min_blocks<cf_op_t, CF_BLOCK, CF_ORDER_FREE != 0>::value)
 cf_reduce(const cf_in_t* __restrict__ x, cf::u64 n, cf::u64 tiles_per_block, cf::u64 limit,
           cf_acc_t* partials, unsigned long long* ticket, cf_out_t* out,
           const cf::OpBytes<CF_OP_BYTES> op_bytes) {

@@ -752,6 +752,16 @@ fn every_builtin_kernel_compiles_for_hopper() {
         )*};
     }
     all!(f32, f64, f16, bf16, i32, i64, u32, u64, u8);
+    macro_rules! floats {
+        ($($t:ty),*) => {$(
+            // The float-only operators, whose runs stage their tiles in shared memory.
+            jobs.push(Box::new(|| {
+                build::<$t, _>(ExactSum); build::<$t, _>(ExactMean);
+                build::<$t, _>(CompensatedSum);
+            }));
+        )*};
+    }
+    floats!(f32, f64, f16, bf16);
     jobs.push(Box::new(|| build::<f32, _>(Div2Mean)));
     jobs.push(Box::new(|| build::<f64, _>(Div2Mean)));
     jobs.push(Box::new(|| build::<Affine<f32>, _>(Compose)));

@@ -42,6 +42,7 @@ macro_rules! chunk_operator {
     ($name:ident) => {
         const COMMUTATIVE: bool = O::COMMUTATIVE;
         const ORDER_FREE: bool = O::ORDER_FREE;
+        const LANE_RUNS: bool = O::LANE_RUNS;
         const EMPTY_IS_ERROR: bool = O::EMPTY_IS_ERROR;
         const SCANNABLE: bool = O::SCANNABLE;
         const NAME: &'static str = stringify!($name);

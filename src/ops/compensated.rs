@@ -204,6 +204,7 @@ where
     type Acc = DoubleWord<T::Calc>;
     type Out = T;
     const COMMUTATIVE: bool = true;
+    const LANE_RUNS: bool = true;
     const EMPTY_IS_ERROR: bool = false;
     const NAME: &'static str = "CompensatedSum";
     fn identity(&self) -> Self::Acc {

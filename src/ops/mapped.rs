@@ -133,6 +133,7 @@ impl<In: DeviceValue, F: Transform<In>, O: Operator<F::Out>> Operator<In> for Ma
     type Out = O::Out;
     const COMMUTATIVE: bool = O::COMMUTATIVE;
     const ORDER_FREE: bool = O::ORDER_FREE;
+    const LANE_RUNS: bool = O::LANE_RUNS;
     const EMPTY_IS_ERROR: bool = O::EMPTY_IS_ERROR;
     const NAME: &'static str = "Mapped";
     fn name() -> String {

@@ -181,6 +181,13 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     /// Scanning an operator that says false is an [`ErrorKind::InvalidConfig`](crate::ErrorKind)
     /// error.
     const SCANNABLE: bool = true;
+    /// Whether the operator's CUDA struct reads whole tiles as lane runs (its `static
+    /// constexpr bool LANE_RUNS = true`, kernels/reduce.cuh), as [`MeanVar`] and
+    /// [`CompensatedSum`] do, whose combines are dear: the reducer then takes blocks of at
+    /// most 256 threads, whose tiles fit the shared-memory ring that copies each tile in while
+    /// the tile before is joined. A hint for speed only; the bits do not depend on it.
+    #[doc(hidden)]
+    const LANE_RUNS: bool = false;
     /// The identity element of `combine`.
     fn identity(&self) -> Self::Acc;
     /// The accumulator of one input element at position `index` (counted from the start of

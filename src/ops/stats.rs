@@ -143,6 +143,7 @@ impl<T: Element> Operator<T> for MeanVar {
     type Acc = MeanVarValue;
     type Out = MeanVarValue;
     const COMMUTATIVE: bool = true;
+    const LANE_RUNS: bool = true;
     const EMPTY_IS_ERROR: bool = true;
     const NAME: &'static str = "MeanVar";
     fn identity(&self) -> MeanVarValue {

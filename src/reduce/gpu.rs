@@ -271,14 +271,17 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
 }
 
 /// Accumulators of at least this many bytes (MeanVar's 24) take at most [`HEAVY_BLOCK`]
-/// threads a block, when their operator is not order-free ([`ReduceConfig::block`]).
+/// threads a block, when their operator is not order-free ([`ReduceConfig::block`]); so do
+/// operators whose kernels read lane runs ([`Operator::LANE_RUNS`]), whose tiles are staged
+/// in shared memory only in blocks that small.
 pub(crate) const HEAVY_ACC_BYTES: usize = 24;
 /// See [`HEAVY_ACC_BYTES`].
 pub(crate) const HEAVY_BLOCK: u32 = 256;
 
 impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     fn new(gpu: Gpu, op: O, config: ReduceConfig) -> Result<Self> {
-        let block = if !O::ORDER_FREE && std::mem::size_of::<O::Acc>() >= HEAVY_ACC_BYTES {
+        let heavy = std::mem::size_of::<O::Acc>() >= HEAVY_ACC_BYTES || O::LANE_RUNS;
+        let block = if !O::ORDER_FREE && heavy {
             config.get_block().min(HEAVY_BLOCK)
         } else {
             config.get_block()
