@@ -343,6 +343,59 @@ __device__ __forceinline__ void cp_async_wait_prior() {
     asm volatile("cp.async.wait_group 1;" ::: "memory");
     __syncwarp();
 }
+// The tree over a lane's run from its K vectors in the stage (`run`, at position `at`), a
+// load at a time: each load's VEC inputs lifted and joined, with the tame combine where they
+// pass the operator's test (`tame` on raw inputs, or `tame_acc` on lifted ones), and the loads'
+// trees joined as a binary counter, with the tame combine while every load so far passed. The
+// tame combine has combine's bits on such nodes, so this is lane_run_tree's result, held in one
+// load's inputs and log2(K) + 1 nodes rather than K loads, which lets the runs be long.
+template <class Op, int K, int VEC>
+__device__ __forceinline__ typename Op::Acc lane_run_staged(const Op& op, const uint4* run, u64 at) {
+    typedef typename Op::Acc Acc;
+    constexpr u64 RUN = (u64)K * VEC;
+    constexpr bool RAW = has_tame<Op>::value, LIFTED = has_tame_acc<Op>::value;
+    Acc stack[ilog2(K) + 1];
+    bool all = true;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        typename Op::In raw[VEC];
+        const uint4 w = run[k];
+        memcpy(raw, &w, sizeof(w));
+        Acc items[VEC];
+        bool tame = RAW || LIFTED;
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+            items[i] = op.lift(raw[i], at + (u64)k * VEC + i);
+            if constexpr (RAW)
+                tame &= op.tame(raw[i]);
+            else if constexpr (LIFTED)
+                tame &= op.tame_acc(items[i]);
+        }
+        all &= tame;
+        Acc t;
+        if constexpr (RAW || LIFTED) {
+            TameCombine<Op> tc;
+            static_cast<Op&>(tc) = op;
+            if (tame)
+                thread_reduce(tc, items, RUN);
+            else
+                thread_reduce(op, items, RUN);
+            t = items[0];
+#pragma unroll
+            for (int level = 0; (k >> level) & 1; ++level) t = all ? tc.combine(stack[level], t) : op.combine(stack[level], t);
+        } else {
+            thread_reduce(op, items, RUN);
+            t = items[0];
+#pragma unroll
+            for (int level = 0; (k >> level) & 1; ++level) t = op.combine(stack[level], t);
+        }
+        int top = 0;
+#pragma unroll
+        for (int level = 0; (k >> level) & 1; ++level) top = level + 1;
+        stack[top] = t;
+    }
+    return stack[ilog2(K)];
+}
 // tile_reduce_runs from the lane's run in its warp's stage.
 template <class Op, int BLOCK, int K, int VEC>
 __device__ __forceinline__ typename Op::Acc tile_reduce_staged(const Op& op, const uint4* stage, u64 base,
@@ -350,13 +403,8 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_staged(const Op& op, con
     constexpr u64 RUN = (u64)K * VEC;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const u64 at = base + (u64)warp * 32 * RUN + (u64)lane * RUN;
-    typename Op::In raw[K][VEC];
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-        const uint4 v = stage[lane * (K + 1) + k];
-        memcpy(raw[k], &v, sizeof(v));
-    }
-    return tile_join_runs<Op, BLOCK, K, VEC>(op, raw, at, smem);
+    const typename Op::Acc r = lane_run_staged<Op, K, VEC>(op, stage + lane * (K + 1), at);
+    return block_reduce_warps<BLOCK>(op, warp_reduce(op, r), smem);
 }
 
 // One thread's K loads of a tile folded into its run state `st` (cf::Run), in index order:

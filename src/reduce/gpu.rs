@@ -277,6 +277,13 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
 pub(crate) const HEAVY_ACC_BYTES: usize = 24;
 /// See [`HEAVY_ACC_BYTES`].
 pub(crate) const HEAVY_BLOCK: u32 = 256;
+/// Operators whose kernels read lane runs ([`Operator::LANE_RUNS`]) take blocks of at most
+/// this many threads, each thread [`LANE_RUN_LOADS`] 16-byte loads a tile: their tiles are
+/// staged in shared memory (40 KB a block at most), not in registers, and longer runs join
+/// fewer nodes across the warp.
+pub(crate) const LANE_RUN_BLOCK: u32 = 128;
+/// See [`LANE_RUN_BLOCK`].
+pub(crate) const LANE_RUN_LOADS: u32 = 8;
 
 impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     fn new(gpu: Gpu, op: O, config: ReduceConfig) -> Result<Self> {
@@ -286,7 +293,11 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
         } else {
             config.get_block()
         };
-        let shape = ReduceShape::for_operator::<T, O>(block)?;
+        let mut shape = ReduceShape::for_operator::<T, O>(block)?;
+        if O::LANE_RUNS && !O::ORDER_FREE {
+            shape.block = shape.block.min(LANE_RUN_BLOCK);
+            shape.loads = LANE_RUN_LOADS;
+        }
         let large_shape = ReduceShape::for_operator::<T, O>(config.get_large_block())?;
         let large =
             (O::ORDER_FREE && config.get_large_from_len() != u64::MAX && large_shape != shape)
