@@ -89,6 +89,10 @@ template <class Op, int VEC, int DRAW> struct SampleLoader {
     }
 };
 
+template <class Op, int VEC, int DRAW> struct draws_input<SampleLoader<Op, VEC, DRAW>> {
+    static constexpr bool value = true;
+};
+
 }  // namespace cf
 
 #ifdef CF_MONTE_CARLO_KERNEL

@@ -270,87 +270,14 @@ __device__ __forceinline__ typename Op::Acc lane_run_tree_acc(const Op& op, cons
         thread_reduce(op, v, RUN);
     return v[0];
 }
-// The tree of a tile read as lane runs, from the lane's raw inputs `raw` (its run at `at`).
-template <class Op, int BLOCK, int K, int VEC>
-__device__ __forceinline__ typename Op::Acc tile_join_runs(const Op& op, const typename Op::In (&raw)[K][VEC], u64 at,
-                                                           typename Op::Acc* smem) {
-    typedef typename Op::Acc Acc;
-    Acc r;
-    if constexpr (has_tame<Op>::value) {
-        bool tame = true;
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-#pragma unroll
-            for (int i = 0; i < VEC; ++i) tame &= op.tame(raw[k][i]);
-        if (tame) {
-            TameCombine<Op> t;
-            static_cast<Op&>(t) = op;
-            r = lane_run_tree<TameCombine<Op>, K, VEC>(t, raw, at);
-        } else {
-            r = lane_run_tree<Op, K, VEC>(op, raw, at);
-        }
-    } else if constexpr (has_tame_acc<Op>::value) {
-        r = lane_run_tree_acc<Op, K, VEC>(op, raw, at);
-    } else {
-        r = lane_run_tree<Op, K, VEC>(op, raw, at);
-    }
-    return block_reduce_warps<BLOCK>(op, warp_reduce(op, r), smem);
-}
-template <class Op, int BLOCK, int K, int VEC, class Loader>
-__device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const Loader& ld, u64 base,
-                                                             typename Op::Acc* smem) {
-    constexpr u64 RUN = (u64)K * VEC;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const u64 at = base + (u64)warp * 32 * RUN + (u64)lane * RUN;
-    // The raw inputs first (all K loads in flight), lifted a load at a time: K * VEC lifted
-    // accumulators at once would not fit in registers.
-    typename Op::In raw[K][VEC];
-#pragma unroll
-    for (int k = 0; k < K; ++k) ld.fetch(at + (u64)k * VEC, raw[k]);
-    return tile_join_runs<Op, BLOCK, K, VEC>(op, raw, at, smem);
-}
-
-// Staged lane runs: the whole tiles of a block's span are copied into shared memory one tile
-// ahead (cp.async, a commit group a tile), so that the next tile's bytes travel while this
-// one's tree is built. Operators with lane runs are dear a position (MeanVar's f64 combine)
-// and their registers hold two or three blocks an SM: loads issued only when a tile starts
-// left DRAM idle for most of each tile. Each warp copies its own 32 runs (K vectors each,
-// padded by one so that lanes reading their runs hit different banks) with coalesced
-// 16-byte copies, and only its lanes read them: a __syncwarp orders the copies and the reads.
-// For aligned input (InputLoader with VECTOR) and rings of at most RING_BYTES.
-template <class L> struct stages_input { static constexpr bool value = false; };
-template <class Op, int VEC> struct stages_input<InputLoader<Op, VEC, true>> { static constexpr bool value = true; };
-constexpr int RING_BYTES = 40960;
-template <int BLOCK, int K> struct RunRing {
-    static constexpr int WARP = 32 * (K + 1);  // vectors of one warp's stage
-    static constexpr int BYTES = 2 * (BLOCK / 32) * WARP * 16;
-};
-// Starts the copy of the calling warp's 32 runs of the tile at `base` into `stage` (that
-// warp's part of the ring); the caller commits the group.
-template <int K, int VEC, class In>
-__device__ __forceinline__ void stage_tile_runs(const In* x, u64 base, uint4* stage) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const uint4* src = reinterpret_cast<const uint4*>(x + base + (u64)warp * 32 * K * VEC);
-#pragma unroll
-    for (int i = 0; i < K; ++i) {
-        const int v = i * 32 + lane;  // the warp's vector v: run v / K, load v % K
-        cp_async16(stage + (v / K) * (K + 1) + v % K, src + v);
-    }
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits for every commit group but the newest, then lets the warp read what its lanes copied.
-__device__ __forceinline__ void cp_async_wait_prior() {
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
-    __syncwarp();
-}
-// The tree over a lane's run from its K vectors in the stage (`run`, at position `at`), a
-// load at a time: each load's VEC inputs lifted and joined, with the tame combine where they
+// The tree over a lane's run of K loads at position `at`, a load at a time (`src(k, raw)`
+// gives load k's VEC raw inputs): each load's inputs lifted and joined, with the tame combine where they
 // pass the operator's test (`tame` on raw inputs, or `tame_acc` on lifted ones), and the loads'
 // trees joined as a binary counter, with the tame combine while every load so far passed. The
 // tame combine has combine's bits on such nodes, so this is lane_run_tree's result, held in one
 // load's inputs and log2(K) + 1 nodes rather than K loads, which lets the runs be long.
-template <class Op, int K, int VEC>
-__device__ __forceinline__ typename Op::Acc lane_run_staged(const Op& op, const uint4* run, u64 at) {
+template <class Op, int K, int VEC, class Source>
+__device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const Source& src, u64 at) {
     typedef typename Op::Acc Acc;
     constexpr u64 RUN = (u64)K * VEC;
     constexpr bool RAW = has_tame<Op>::value, LIFTED = has_tame_acc<Op>::value;
@@ -359,8 +286,7 @@ __device__ __forceinline__ typename Op::Acc lane_run_staged(const Op& op, const 
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         typename Op::In raw[VEC];
-        const uint4 w = run[k];
-        memcpy(raw, &w, sizeof(w));
+        src(k, raw);
         Acc items[VEC];
         bool tame = RAW || LIFTED;
 #pragma unroll
@@ -396,6 +322,88 @@ __device__ __forceinline__ typename Op::Acc lane_run_staged(const Op& op, const 
     }
     return stack[ilog2(K)];
 }
+// Whether a loader computes its inputs rather than reading them (Monte Carlo's samples,
+// monte_carlo.cuh): its lane runs take them a load at a time (lane_run_by_load), since no load
+// waits on memory, in fewer registers.
+template <class L> struct draws_input { static constexpr bool value = false; };
+// The tree of a tile read as lane runs, from the lane's raw inputs `raw` (its run at `at`).
+template <class Op, int BLOCK, int K, int VEC>
+__device__ __forceinline__ typename Op::Acc tile_join_runs(const Op& op, const typename Op::In (&raw)[K][VEC], u64 at,
+                                                           typename Op::Acc* smem) {
+    typedef typename Op::Acc Acc;
+    Acc r;
+    if constexpr (has_tame<Op>::value) {
+        bool tame = true;
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) tame &= op.tame(raw[k][i]);
+        if (tame) {
+            TameCombine<Op> t;
+            static_cast<Op&>(t) = op;
+            r = lane_run_tree<TameCombine<Op>, K, VEC>(t, raw, at);
+        } else {
+            r = lane_run_tree<Op, K, VEC>(op, raw, at);
+        }
+    } else if constexpr (has_tame_acc<Op>::value) {
+        r = lane_run_tree_acc<Op, K, VEC>(op, raw, at);
+    } else {
+        r = lane_run_tree<Op, K, VEC>(op, raw, at);
+    }
+    return block_reduce_warps<BLOCK>(op, warp_reduce(op, r), smem);
+}
+template <class Op, int BLOCK, int K, int VEC, class Loader>
+__device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const Loader& ld, u64 base,
+                                                             typename Op::Acc* smem) {
+    constexpr u64 RUN = (u64)K * VEC;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const u64 at = base + (u64)warp * 32 * RUN + (u64)lane * RUN;
+    if constexpr (draws_input<Loader>::value) {
+        const auto src = [&](int k, typename Op::In (&raw)[VEC]) { ld.fetch(at + (u64)k * VEC, raw); };
+        return block_reduce_warps<BLOCK>(op, warp_reduce(op, lane_run_by_load<Op, K, VEC>(op, src, at)), smem);
+    } else {
+        // The raw inputs first (all K loads in flight), lifted a load at a time: K * VEC
+        // lifted accumulators at once would not fit in registers.
+        typename Op::In raw[K][VEC];
+#pragma unroll
+        for (int k = 0; k < K; ++k) ld.fetch(at + (u64)k * VEC, raw[k]);
+        return tile_join_runs<Op, BLOCK, K, VEC>(op, raw, at, smem);
+    }
+}
+
+// Staged lane runs: the whole tiles of a block's span are copied into shared memory one tile
+// ahead (cp.async, a commit group a tile), so that the next tile's bytes travel while this
+// one's tree is built. Operators with lane runs are dear a position (MeanVar's f64 combine)
+// and their registers hold two or three blocks an SM: loads issued only when a tile starts
+// left DRAM idle for most of each tile. Each warp copies its own 32 runs (K vectors each,
+// padded by one so that lanes reading their runs hit different banks) with coalesced
+// 16-byte copies, and only its lanes read them: a __syncwarp orders the copies and the reads.
+// For aligned input (InputLoader with VECTOR) and rings of at most RING_BYTES.
+template <class L> struct stages_input { static constexpr bool value = false; };
+template <class Op, int VEC> struct stages_input<InputLoader<Op, VEC, true>> { static constexpr bool value = true; };
+constexpr int RING_BYTES = 40960;
+template <int BLOCK, int K> struct RunRing {
+    static constexpr int WARP = 32 * (K + 1);  // vectors of one warp's stage
+    static constexpr int BYTES = 2 * (BLOCK / 32) * WARP * 16;
+};
+// Starts the copy of the calling warp's 32 runs of the tile at `base` into `stage` (that
+// warp's part of the ring); the caller commits the group.
+template <int K, int VEC, class In>
+__device__ __forceinline__ void stage_tile_runs(const In* x, u64 base, uint4* stage) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const uint4* src = reinterpret_cast<const uint4*>(x + base + (u64)warp * 32 * K * VEC);
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+        const int v = i * 32 + lane;  // the warp's vector v: run v / K, load v % K
+        cp_async16(stage + (v / K) * (K + 1) + v % K, src + v);
+    }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits for every commit group but the newest, then lets the warp read what its lanes copied.
+__device__ __forceinline__ void cp_async_wait_prior() {
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    __syncwarp();
+}
 // tile_reduce_runs from the lane's run in its warp's stage.
 template <class Op, int BLOCK, int K, int VEC>
 __device__ __forceinline__ typename Op::Acc tile_reduce_staged(const Op& op, const uint4* stage, u64 base,
@@ -403,7 +411,12 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_staged(const Op& op, con
     constexpr u64 RUN = (u64)K * VEC;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const u64 at = base + (u64)warp * 32 * RUN + (u64)lane * RUN;
-    const typename Op::Acc r = lane_run_staged<Op, K, VEC>(op, stage + lane * (K + 1), at);
+    const uint4* run = stage + lane * (K + 1);
+    const auto src = [&](int k, typename Op::In (&raw)[VEC]) {
+        const uint4 w = run[k];
+        memcpy(raw, &w, sizeof(w));
+    };
+    const typename Op::Acc r = lane_run_by_load<Op, K, VEC>(op, src, at);
     return block_reduce_warps<BLOCK>(op, warp_reduce(op, r), smem);
 }
 
