@@ -385,23 +385,31 @@ impl<C: Collective> GpuRank<C> {
         let first = layout.range(rank).start;
         // Problems of this rank alone, and its kernels, before the exchange: the other ranks
         // hear of a failure in the header instead of waiting for a node that never comes.
+        // The node reducer only where some rank needs this rank's nodes.
+        let needed = scan_needs_nodes(layout, rank);
         let kernels = check_scannable::<T, O>()
             .and(check_scan_lengths(local.len(), out.len()))
             .and_then(|_| {
-                Ok((
-                    self.gpu.memo_reducer(Tree { op, first })?,
-                    self.gpu.memo_scanner(At { op, first })?,
-                ))
+                let reducer = if needed {
+                    Some(self.gpu.memo_reducer(Tree { op, first })?)
+                } else {
+                    None
+                };
+                Ok((reducer, self.gpu.memo_scanner(At { op, first })?))
             });
-        let needed = scan_needs_nodes(layout, rank);
         let len = layout.len();
-        let (nodes, (reducer, scanner)) =
-            exchange(&self.comm, call, layout, n, &op, kernels, |k, own| {
-                if !needed {
-                    return Ok(None);
-                }
-                self.piece_trees(&k.0, local, first, len, own).map(Some)
-            })?;
+        let (nodes, (reducer, scanner)) = exchange(
+            &self.comm,
+            call,
+            layout,
+            n,
+            &op,
+            kernels,
+            |k, own| match &k.0 {
+                Some(reducer) => self.piece_trees(reducer, local, first, len, own).map(Some),
+                None => Ok(None),
+            },
+        )?;
         drop(reducer);
         let scans = piece_scans(&op, layout, &nodes, rank);
         if scans.is_empty() {
