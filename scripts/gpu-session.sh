@@ -22,6 +22,9 @@
 #                                        (scripts/mc_peers.py), same call
 #   bash scripts/gpu-session.sh exact    exact and compensated sums beside the plain sum, torch,
 #                                        CuPy and CUB (plain and deterministic), with errors
+#   bash scripts/gpu-session.sh accuracy MeanVar's errors beside torch.var_mean's on the same data
+#                                        (benches/gpu_meanvar_accuracy.rs,
+#                                        scripts/meanvar_accuracy.py)
 #   bash scripts/gpu-session.sh candle   the candle adapter (scripts/stage.sh --candle): its
 #                                        tests, the top-p example, and its bench beside candle's
 #                                        own ops on the same tensors
@@ -37,7 +40,7 @@ export CUFOLD_CACHE_DIR=/tmp/cufold-cache
 for z in .gpu/bin/*.gz; do [[ -e $z ]] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
 # Benches are staged as test-* binaries (cargo builds them in the test profile); they are not
 # tests, so take them out of the test run.
-for b in reduce gpu_reduce gpu_scan gpu_monte_carlo gpu_segment gpu_dist gpu_exact; do
+for b in reduce gpu_reduce gpu_scan gpu_monte_carlo gpu_segment gpu_dist gpu_dist_processes gpu_exact gpu_meanvar_accuracy; do
   [[ -e .gpu/bin/test-$b ]] && mv ".gpu/bin/test-$b" ".gpu/bin/bench-$b"
 done
 # The proc-macro crate's own unit tests link the Rust toolchain's libstd dynamically, which
@@ -148,6 +151,12 @@ report)
   run peers_scan python3 $P --ops cumsum --dtypes f32,f64,i32 --log2 10,12,14,16,18,20,22,24,26,28 \
     --json "$out/peers_scan.json"
   grep -h 'MISMATCH' "$out"/*.txt || echo 'no MISMATCH'
+  ;;
+accuracy)
+  # The data (up to 2^26 values of each kind) stays out of the packed results.
+  .gpu/bin/bench-gpu_meanvar_accuracy --dir /tmp/cufold-meanvar | tee "$out/meanvar_accuracy.txt"
+  python3 scripts/meanvar_accuracy.py /tmp/cufold-meanvar | tee "$out/meanvar_accuracy_torch.txt"
+  rm -rf /tmp/cufold-meanvar
   ;;
 examples)
   run_examples | tee "$out/examples.txt"
