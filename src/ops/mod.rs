@@ -184,8 +184,9 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     /// Whether the operator's CUDA struct reads whole tiles as lane runs (its `static
     /// constexpr bool LANE_RUNS = true`, kernels/reduce.cuh), as [`MeanVar`] and
     /// [`CompensatedSum`] do, whose combines are dear: the reducer then takes blocks of at
-    /// most 256 threads, whose tiles fit the shared-memory ring that copies each tile in while
-    /// the tile before is joined. A hint for speed only; the bits do not depend on it.
+    /// most 128 threads and 8 loads a thread, whose tiles fit the shared-memory ring that
+    /// copies each tile in while the tile before is joined. A hint for speed only; the bits do
+    /// not depend on it.
     #[doc(hidden)]
     const LANE_RUNS: bool = false;
     /// The identity element of `combine`.

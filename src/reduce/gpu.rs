@@ -270,25 +270,23 @@ impl<T: DeviceValue, O: Operator<T>> std::fmt::Debug for Reducer<T, O> {
     }
 }
 
-/// Accumulators of at least this many bytes (MeanVar's 24) take at most [`HEAVY_BLOCK`]
-/// threads a block, when their operator is not order-free ([`ReduceConfig::block`]); so do
-/// operators whose kernels read lane runs ([`Operator::LANE_RUNS`]), whose tiles are staged
-/// in shared memory only in blocks that small.
+/// Accumulators of at least this many bytes take at most [`HEAVY_BLOCK`] threads a block,
+/// when their operator is not order-free ([`ReduceConfig::block`]): in larger blocks their
+/// kernels spill.
 pub(crate) const HEAVY_ACC_BYTES: usize = 24;
 /// See [`HEAVY_ACC_BYTES`].
 pub(crate) const HEAVY_BLOCK: u32 = 256;
-/// Operators whose kernels read lane runs ([`Operator::LANE_RUNS`]) take blocks of at most
-/// this many threads, each thread [`LANE_RUN_LOADS`] 16-byte loads a tile: their tiles are
-/// staged in shared memory (40 KB a block at most), not in registers, and longer runs join
-/// fewer nodes across the warp.
+/// Operators whose kernels read lane runs ([`Operator::LANE_RUNS`]) and are not order-free
+/// take blocks of at most this many threads, each thread [`LANE_RUN_LOADS`] 16-byte loads a
+/// tile: their tiles are staged in shared memory (40 KB a block at most), not in registers,
+/// and longer runs join fewer nodes across the warp.
 pub(crate) const LANE_RUN_BLOCK: u32 = 128;
 /// See [`LANE_RUN_BLOCK`].
 pub(crate) const LANE_RUN_LOADS: u32 = 8;
 
 impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     fn new(gpu: Gpu, op: O, config: ReduceConfig) -> Result<Self> {
-        let heavy = std::mem::size_of::<O::Acc>() >= HEAVY_ACC_BYTES || O::LANE_RUNS;
-        let block = if !O::ORDER_FREE && heavy {
+        let block = if !O::ORDER_FREE && std::mem::size_of::<O::Acc>() >= HEAVY_ACC_BYTES {
             config.get_block().min(HEAVY_BLOCK)
         } else {
             config.get_block()
