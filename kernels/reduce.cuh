@@ -164,7 +164,8 @@ template <class Op> struct lane_runs<Op, typename void_type<decltype(Op::LANE_RU
 };
 // An operator may also give a cheaper combine for nodes whose inputs all pass its `tame`
 // test (MeanVar: finite differences of means, no branch): `combine_tame`, with combine's bits
-// on such nodes. A lane whose run is all tame builds its tree with it.
+// on such nodes. A lane joins each load whose inputs are all tame with it, and its loads'
+// trees while every load so far was (lane_run_by_load).
 template <class Op, class = void> struct has_tame { static constexpr bool value = false; };
 template <class Op> struct has_tame<Op, typename void_type<decltype(&Op::combine_tame)>::type> {
     static constexpr bool value = true;
@@ -201,9 +202,8 @@ template <class O> struct has_tame<At<O>, void> { static constexpr bool value = 
 template <class O> struct has_tame<Tree<O>, void> { static constexpr bool value = has_tame<O>::value; };
 template <class W> struct has_tame<WrappedFull<W>, void> { static constexpr bool value = has_tame<W>::value; };
 // An operator whose raw inputs its tame test cannot judge (Mapped: they are values before the
-// map) may judge lifted inputs instead, `tame_acc(Acc)`: a lane then picks the combine per
-// load, and again for the join of its loads (lane_run_tree_acc). Only where the raw test is
-// not there: At and Tree over MeanVar keep it.
+// map) may judge lifted inputs instead, `tame_acc(Acc)` (lane_run_by_load takes either). Only
+// where the raw test is not there: At and Tree over MeanVar keep it.
 template <class Op, class = void> struct has_tame_acc { static constexpr bool value = false; };
 template <class O, class = void> struct tame_acc_member { static constexpr bool value = false; };
 template <class O> struct tame_acc_member<O, typename void_type<decltype(&O::tame_acc)>::type> {
@@ -220,62 +220,13 @@ template <class Op> struct TameCombine : Op {
         return Op::combine_tame(a, b);
     }
 };
-// The tree over a lane's run of K loads of VEC raw inputs at `at` (lane runs, below).
-template <class Op, int K, int VEC>
-__device__ __forceinline__ typename Op::Acc lane_run_tree(const Op& op, const typename Op::In (&raw)[K][VEC], u64 at) {
-    typedef typename Op::Acc Acc;
-    constexpr u64 RUN = (u64)K * VEC;
-    Acc v[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-        Acc items[VEC];
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) items[i] = op.lift(raw[k][i], at + (u64)k * VEC + i);
-        thread_reduce(op, items, RUN);
-        v[k] = items[0];
-    }
-    thread_reduce(op, v, RUN);
-    return v[0];
-}
-// lane_run_tree for an operator with tame_acc: each load's tree with the tame combine where
-// its lifted inputs are all tame, and the join of the loads' trees likewise.
-template <class Op, int K, int VEC>
-__device__ __forceinline__ typename Op::Acc lane_run_tree_acc(const Op& op, const typename Op::In (&raw)[K][VEC],
-                                                              u64 at) {
-    typedef typename Op::Acc Acc;
-    constexpr u64 RUN = (u64)K * VEC;
-    TameCombine<Op> t;
-    static_cast<Op&>(t) = op;
-    Acc v[K];
-    bool all = true;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-        Acc items[VEC];
-        bool tame = true;
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-            items[i] = op.lift(raw[k][i], at + (u64)k * VEC + i);
-            tame &= op.tame_acc(items[i]);
-        }
-        if (tame)
-            thread_reduce(t, items, RUN);
-        else
-            thread_reduce(op, items, RUN);
-        v[k] = items[0];
-        all &= tame;
-    }
-    if (all)
-        thread_reduce(t, v, RUN);
-    else
-        thread_reduce(op, v, RUN);
-    return v[0];
-}
 // The tree over a lane's run of K loads at position `at`, a load at a time (`src(k, raw)`
-// gives load k's VEC raw inputs): each load's inputs lifted and joined, with the tame combine where they
-// pass the operator's test (`tame` on raw inputs, or `tame_acc` on lifted ones), and the loads'
-// trees joined as a binary counter, with the tame combine while every load so far passed. The
-// tame combine has combine's bits on such nodes, so this is lane_run_tree's result, held in one
-// load's inputs and log2(K) + 1 nodes rather than K loads, which lets the runs be long.
+// gives load k's VEC raw inputs): each load's inputs lifted and joined, with the tame combine
+// where they pass the operator's test (`tame` on raw inputs, or `tame_acc` on lifted ones), and
+// the loads' trees joined as a binary counter, with the tame combine while every load so far
+// passed. The
+// tame combine has combine's bits on such nodes, so the result is the canonical tree's; it is
+// held in one load's inputs and log2(K) + 1 nodes rather than K loads' accumulators.
 template <class Op, int K, int VEC, class Source>
 __device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const Source& src, u64 at) {
     typedef typename Op::Acc Acc;
@@ -326,49 +277,28 @@ __device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const
 // monte_carlo.cuh): its lane runs take them a load at a time (lane_run_by_load), since no load
 // waits on memory, in fewer registers.
 template <class L> struct draws_input { static constexpr bool value = false; };
-// The tree of a tile read as lane runs, from the lane's raw inputs `raw` (its run at `at`).
-template <class Op, int BLOCK, int K, int VEC>
-__device__ __forceinline__ typename Op::Acc tile_join_runs(const Op& op, const typename Op::In (&raw)[K][VEC], u64 at,
-                                                           typename Op::Acc* smem) {
-    typedef typename Op::Acc Acc;
-    Acc r;
-    if constexpr (has_tame<Op>::value) {
-        bool tame = true;
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-#pragma unroll
-            for (int i = 0; i < VEC; ++i) tame &= op.tame(raw[k][i]);
-        if (tame) {
-            TameCombine<Op> t;
-            static_cast<Op&>(t) = op;
-            r = lane_run_tree<TameCombine<Op>, K, VEC>(t, raw, at);
-        } else {
-            r = lane_run_tree<Op, K, VEC>(op, raw, at);
-        }
-    } else if constexpr (has_tame_acc<Op>::value) {
-        r = lane_run_tree_acc<Op, K, VEC>(op, raw, at);
-    } else {
-        r = lane_run_tree<Op, K, VEC>(op, raw, at);
-    }
-    return block_reduce_warps<BLOCK>(op, warp_reduce(op, r), smem);
-}
 template <class Op, int BLOCK, int K, int VEC, class Loader>
 __device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const Loader& ld, u64 base,
                                                              typename Op::Acc* smem) {
     constexpr u64 RUN = (u64)K * VEC;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const u64 at = base + (u64)warp * 32 * RUN + (u64)lane * RUN;
+    typename Op::Acc r;
     if constexpr (draws_input<Loader>::value) {
         const auto src = [&](int k, typename Op::In (&raw)[VEC]) { ld.fetch(at + (u64)k * VEC, raw); };
-        return block_reduce_warps<BLOCK>(op, warp_reduce(op, lane_run_by_load<Op, K, VEC>(op, src, at)), smem);
+        r = lane_run_by_load<Op, K, VEC>(op, src, at);
     } else {
-        // The raw inputs first (all K loads in flight), lifted a load at a time: K * VEC
-        // lifted accumulators at once would not fit in registers.
+        // The raw inputs first, all K loads in flight, then joined a load at a time.
         typename Op::In raw[K][VEC];
 #pragma unroll
         for (int k = 0; k < K; ++k) ld.fetch(at + (u64)k * VEC, raw[k]);
-        return tile_join_runs<Op, BLOCK, K, VEC>(op, raw, at, smem);
+        const auto src = [&](int k, typename Op::In (&v)[VEC]) {
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) v[i] = raw[k][i];
+        };
+        r = lane_run_by_load<Op, K, VEC>(op, src, at);
     }
+    return block_reduce_warps<BLOCK>(op, warp_reduce(op, r), smem);
 }
 
 // Staged lane runs: the whole tiles of a block's span are copied into shared memory one tile
