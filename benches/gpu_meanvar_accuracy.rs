@@ -41,8 +41,11 @@ struct Args {
     bench: bool,
 }
 
-/// A distribution: its name and a draw from two uniform numbers in [0, 1).
-const DISTS: [(&str, fn(f64, f64) -> f64); 3] = [
+/// A draw from two uniform numbers in [0, 1).
+type Draw = fn(f64, f64) -> f64;
+
+/// The distributions: a name and a draw.
+const DISTS: [(&str, Draw); 3] = [
     ("uniform", |u, _| u),
     // Box-Muller: one normal draw from two uniforms (1 - u keeps the logarithm finite).
     ("normal_1e4", |u, v| {
@@ -91,13 +94,7 @@ fn rel(got: f64, want: f64) -> f64 {
     ((got - want) / want).abs()
 }
 
-fn case<T: Float>(
-    g: &cufold::Gpu,
-    args: &Args,
-    log2: u32,
-    dist: &str,
-    draw: fn(f64, f64) -> f64,
-) -> String {
+fn case<T: Float>(g: &cufold::Gpu, args: &Args, log2: u32, dist: &str, draw: Draw) -> String {
     let n = 1usize << log2;
     let xs: Vec<T> = fill(n, args.seed, T::from(0.0), |rng| {
         let (u, v) = (unit(rng), unit(rng));
