@@ -224,9 +224,9 @@ template <class Op> struct TameCombine : Op {
 // gives load k's VEC raw inputs): each load's inputs lifted and joined, with the tame combine
 // where they pass the operator's test (`tame` on raw inputs, or `tame_acc` on lifted ones), and
 // the loads' trees joined as a binary counter, with the tame combine while every load so far
-// passed. The
-// tame combine has combine's bits on such nodes, so the result is the canonical tree's; it is
-// held in one load's inputs and log2(K) + 1 nodes rather than K loads' accumulators.
+// passed. The tame combine has combine's bits on such nodes, so the result is the canonical
+// tree's; it is held in one load's inputs and log2(K) + 1 nodes rather than K loads'
+// accumulators.
 template <class Op, int K, int VEC, class Source>
 __device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const Source& src, u64 at) {
     typedef typename Op::Acc Acc;
@@ -304,8 +304,8 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const
 // Staged lane runs: the whole tiles of a block's span are copied into shared memory one tile
 // ahead (cp.async, a commit group a tile), so that the next tile's bytes travel while this
 // one's tree is built. Operators with lane runs are dear a position (MeanVar's f64 combine)
-// and their registers hold two or three blocks an SM: loads issued only when a tile starts
-// left DRAM idle for most of each tile. Each warp copies its own 32 runs (K vectors each,
+// and their registers hold few warps an SM: loads issued only when a tile starts left DRAM
+// idle for most of each tile. Each warp copies its own 32 runs (K vectors each,
 // padded by one so that lanes reading their runs hit different banks) with coalesced
 // 16-byte copies, and only its lanes read them: a __syncwarp orders the copies and the reads.
 // For aligned input (InputLoader with VECTOR) and rings of at most RING_BYTES.
@@ -416,9 +416,9 @@ __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader&
 // (joining the accumulators, rounding them) holds whole accumulators (368 bytes for f64) and
 // would set the register count of the whole kernel. The canonical tree of an operator with
 // an accumulator of at most 8 bytes and no lane runs (the sums, products and means) asks for
-// a full multiprocessor, 32 registers a thread: left to itself the compiler took 33 to 46 for
-// f16, f64 and i64 sums, which in blocks of 1024 holds one block an SM, half the threads (and
-// fits in 32 with no spill). Other operators: 1, no bound on registers.
+// a full multiprocessor, 32 registers a thread: left to itself the compiler took 33 to 41 for
+// f16 sums, f32 means and f64 sums, which in blocks of 1024 holds one block an SM, half the
+// threads (and fits in 32 with no spill). Other operators: 1, no bound on registers.
 template <class R, class = void> struct run_regs { static constexpr int value = 0; };
 template <class R> struct run_regs<R, typename void_type<decltype(R::REGS)>::type> {
     static constexpr int value = R::REGS;
@@ -459,7 +459,7 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
         typedef RunRing<BLOCK, K> Ring;
         constexpr bool STAGED = lane_runs<Op>::value && stages_input<Loader>::value && Ring::BYTES <= RING_BYTES;
         __shared__ uint4 ring[STAGED ? Ring::BYTES / 16 : 1];
-        uint4* const mine = ring + (threadIdx.x >> 5) * Ring::WARP;
+        uint4* const mine = STAGED ? ring + (threadIdx.x >> 5) * Ring::WARP : ring;  // this warp's stages
         const auto whole = [&](u64 j) { return j < tiles_per_block && first + (j + 1) * TILE <= n; };
         if constexpr (STAGED) {
             if (whole(0)) stage_tile_runs<K, VEC>(ld.x, first, mine);
