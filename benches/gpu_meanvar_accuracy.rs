@@ -19,7 +19,7 @@ use std::io::Write;
 
 use clap::Parser;
 use cufold::ops::{ExactMean, ExactSum, MeanVar, MeanVarValue};
-use cufold::{Cpu, DeviceValue};
+use cufold::Cpu;
 
 #[path = "common/mod.rs"]
 mod common;
@@ -54,29 +54,20 @@ const DISTS: [(&str, Draw); 3] = [
     ("offset_1e6", |u, _| 1e6 + u),
 ];
 
-trait Float: DeviceValue + cufold::Element {
-    const DTYPE: &'static str;
-    fn from(x: f64) -> Self;
+/// The element types measured: their values as raw little-endian bytes, for the script.
+trait Float: cufold::Element {
     fn bytes(v: &[Self]) -> Vec<u8>;
 }
-impl Float for f32 {
-    const DTYPE: &'static str = "f32";
-    fn from(x: f64) -> Self {
-        x as f32
-    }
-    fn bytes(v: &[Self]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
+macro_rules! float {
+    ($($t:ty),*) => {$(
+        impl Float for $t {
+            fn bytes(v: &[Self]) -> Vec<u8> {
+                v.iter().flat_map(|x| x.to_le_bytes()).collect()
+            }
+        }
+    )*};
 }
-impl Float for f64 {
-    const DTYPE: &'static str = "f64";
-    fn from(x: f64) -> Self {
-        x
-    }
-    fn bytes(v: &[Self]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
-}
+float!(f32, f64);
 
 /// The reference (mean, population variance) of `xs`.
 fn reference<T: Float>(xs: &[T]) -> (f64, f64) {
@@ -96,9 +87,9 @@ fn rel(got: f64, want: f64) -> f64 {
 
 fn case<T: Float>(g: &cufold::Gpu, args: &Args, log2: u32, dist: &str, draw: Draw) -> String {
     let n = 1usize << log2;
-    let xs: Vec<T> = fill(n, args.seed, T::from(0.0), |rng| {
+    let xs: Vec<T> = fill(n, args.seed, T::from_f64(0.0), |rng| {
         let (u, v) = (unit(rng), unit(rng));
-        T::from(draw(u, v))
+        T::from_f64(draw(u, v))
     });
     let dev = g.stream().clone_htod(&xs).expect("upload");
     let got: MeanVarValue = g.reduce(&dev, MeanVar).expect("MeanVar on the GPU");
@@ -107,15 +98,15 @@ fn case<T: Float>(g: &cufold::Gpu, args: &Args, log2: u32, dist: &str, draw: Dra
         (got.mean.to_bits(), got.m2.to_bits()),
         (cpu.mean.to_bits(), cpu.m2.to_bits()),
         "{} {dist} 2^{log2}: the GPU's bits differ from the CPU backend's",
-        T::DTYPE
+        T::NAME
     );
     let (mean, var) = reference(&xs);
-    let file = format!("{}_{dist}_{log2}.bin", T::DTYPE);
+    let file = format!("{}_{dist}_{log2}.bin", T::NAME);
     std::fs::write(std::path::Path::new(&args.dir).join(&file), T::bytes(&xs)).expect("write");
     let cvar = got.m2 / got.count;
     println!(
         "{:4} {:11} 2^{log2}  mean {mean:.17e} var {var:.17e}  cufold: mean err {:.2e}, var err {:.2e}",
-        T::DTYPE,
+        T::NAME,
         dist,
         rel(got.mean, mean),
         rel(cvar, var)
@@ -123,7 +114,7 @@ fn case<T: Float>(g: &cufold::Gpu, args: &Args, log2: u32, dist: &str, draw: Dra
     format!(
         "{{\"dtype\":\"{}\",\"dist\":\"{dist}\",\"n\":{n},\"file\":\"{file}\",\"mean\":{mean:e},\
          \"var\":{var:e},\"cufold_mean\":{:e},\"cufold_var\":{cvar:e}}}",
-        T::DTYPE,
+        T::NAME,
         got.mean
     )
 }
