@@ -712,20 +712,31 @@ fn the_disk_cache_serves_a_second_handle() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The reduction shapes the compile-only tests build for `O` over `T`: 256 threads, and for
+/// an operator whose kernels read lane runs the shape the reducer gives it (128 threads, 8
+/// loads a thread: the staged ring of kernels/reduce.cuh).
+fn compiled_shapes<T: DeviceValue, O: Operator<T>>() -> Vec<cufold::reduce::ReduceShape> {
+    let shape = cufold::reduce::ReduceShape {
+        order_free: O::ORDER_FREE,
+        ..cufold::reduce::ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap()
+    };
+    let lane_runs = (O::LANE_RUNS && !O::ORDER_FREE).then_some(cufold::reduce::ReduceShape {
+        block: 128,
+        loads: 8,
+        ..shape
+    });
+    std::iter::once(shape).chain(lane_runs).collect()
+}
+
 #[test]
 #[ignore = "needs NVRTC (part of the CUDA toolkit)"]
 fn every_builtin_kernel_compiles_for_hopper() {
     if !compile_only_test_runs("every_builtin_kernel_compiles_for_hopper") {
         return;
     }
-    use cufold::reduce::ReduceShape;
     fn build<T: DeviceValue, O: Operator<T>>(op: O) {
-        // One block size here: the other GPU tests run several (and compile them).
-        for block in [256] {
-            let shape = ReduceShape {
-                order_free: O::ORDER_FREE,
-                ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block).unwrap()
-            };
+        // One block size here (and the lane-run shape): the other GPU tests run several.
+        for shape in compiled_shapes::<T, O>() {
             for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
                 if let Err(e) = cufold::reduce::compile_kernel(
                     &op.cuda(),
@@ -783,7 +794,6 @@ fn wrapped_operators_compile_for_hopper() {
         return;
     }
     use cufold::monte_carlo::{compile_kernel as mc_kernel, Draws, MonteCarlo};
-    use cufold::reduce::ReduceShape;
     fn wrap(kind: &str, op: CudaOp) -> CudaOp {
         CudaOp {
             type_name: format!("cf::{kind}<{}>", op.type_name),
@@ -791,21 +801,19 @@ fn wrapped_operators_compile_for_hopper() {
         }
     }
     fn build<T: DeviceValue, O: Operator<T>>(op: O) {
-        let shape = ReduceShape {
-            order_free: O::ORDER_FREE,
-            ..ReduceShape::for_sizes(std::mem::size_of::<T>(), 256).unwrap()
-        };
         // The wrappers' parameters: the operator's, then the first position (8 bytes).
         let bytes = OpParams::pair(&op.params(), &OpParams::of(&0u64))
             .bytes()
             .len();
-        for kind in ["Tree", "At"] {
-            for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
-                let cuda = wrap(kind, op.cuda());
-                if let Err(e) =
-                    cufold::reduce::compile_kernel(&cuda, bytes, &shape, vector, "sm_90")
-                {
-                    panic!("cf::{kind}<{}> over {}: {e}", O::NAME, T::cuda_name());
+        for shape in compiled_shapes::<T, O>() {
+            for kind in ["Tree", "At"] {
+                for vector in [false, shape.vec as usize * std::mem::size_of::<T>() == 16] {
+                    let cuda = wrap(kind, op.cuda());
+                    if let Err(e) =
+                        cufold::reduce::compile_kernel(&cuda, bytes, &shape, vector, "sm_90")
+                    {
+                        panic!("cf::{kind}<{}> over {}: {e}", O::NAME, T::cuda_name());
+                    }
                 }
             }
         }
