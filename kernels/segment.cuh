@@ -147,22 +147,34 @@ __device__ __forceinline__ void fetch_tile(const SegmentLoader<Op, VEC>& ld, u64
     for (int k = 0; k < K; ++k) ld.fetch(at + k * (u64)WIDTH * VEC, v[k]);
 }
 
-// The tile tree over the loads cf::fetch_tile took at `at`, lifted with their places (the
-// identity from n on), cut at `limit`: cf::tile_reduce_at's tree from the same loads, for a
-// group of GROUP threads (WIDTH lanes to a load).
-template <class Op, int GROUP, int K, int VEC, int WIDTH = 32>
-__device__ __forceinline__ typename Op::Acc join_fetched(const Op& op, const typename Op::In (&raw)[K][VEC], u64 at,
-                                                         u64 n, u64 limit, typename Op::Acc* smem) {
-    typename Op::Acc v[K];
+// The trees over a thread's K loads (cf::fetch_tile at `at`), each lifted with its places
+// and cut at `limit`; CHECK: the identity from n on, else every position is below n.
+template <class Op, int K, int VEC, int WIDTH, bool CHECK>
+__device__ __forceinline__ void lift_fetched(const Op& op, const typename Op::In (&raw)[K][VEC], u64 at, u64 n,
+                                             u64 limit, typename Op::Acc (&v)[K]) {
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const u64 p = at + k * (u64)WIDTH * VEC;
         typename Op::Acc items[VEC];
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) items[i] = p + i < n ? op.lift(raw[k][i], p + i) : op.identity();
+        for (int i = 0; i < VEC; ++i) items[i] = !CHECK || p + i < n ? op.lift(raw[k][i], p + i) : op.identity();
         thread_reduce(op, items, limit);
         v[k] = items[0];
     }
+}
+
+// The tile tree over the loads cf::fetch_tile took at `at`, lifted with their places (the
+// identity from n on), cut at `limit`: cf::tile_reduce_at's tree from the same loads, for a
+// group of GROUP threads (WIDTH lanes to a load). A thread whose loads all lie below n (in
+// every tile of a long row but its last) lifts them without a test a position.
+template <class Op, int GROUP, int K, int VEC, int WIDTH = 32>
+__device__ __forceinline__ typename Op::Acc join_fetched(const Op& op, const typename Op::In (&raw)[K][VEC], u64 at,
+                                                         u64 n, u64 limit, typename Op::Acc* smem) {
+    typename Op::Acc v[K];
+    if (at + (u64)(K - 1) * WIDTH * VEC + VEC <= n)
+        lift_fetched<Op, K, VEC, WIDTH, false>(op, raw, at, n, limit, v);
+    else
+        lift_fetched<Op, K, VEC, WIDTH, true>(op, raw, at, n, limit, v);
     return tile_join<Op, GROUP, K, VEC, WIDTH>(op, v, limit, smem);
 }
 
