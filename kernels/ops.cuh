@@ -48,10 +48,16 @@ template <class T, bool MAX> __device__ __forceinline__ typename ext_key<T>::K a
     }
 }
 
+// Operators with f64 accumulators read full tiles as lane runs (reduce.cuh): an f64 shuffle
+// tree a load was a good part of their instructions, as it was for MeanVar's.
+template <class A> struct f64_acc { static constexpr bool value = false; };
+template <> struct f64_acc<double> { static constexpr bool value = true; };
+
 // Sum and Prod accumulate in sum_calc<T>::type: float for f16 and bf16 (rounded to the
 // element once, at the finish), the element itself otherwise (Element::Calc in Rust).
 template <class T> struct Sum {
     typedef T In; typedef typename sum_calc<T>::type Acc; typedef T Out;
+    static constexpr bool LANE_RUNS = f64_acc<Acc>::value;
     __device__ Acc identity() const { return zero<Acc>(); }
     __device__ Acc lift(In x, u64) const { return sum_calc<T>::to(x); }
     __device__ Acc combine(Acc a, Acc b) const { return arith<Acc>::add(a, b); }
@@ -60,6 +66,7 @@ template <class T> struct Sum {
 
 template <class T> struct Prod {
     typedef T In; typedef typename sum_calc<T>::type Acc; typedef T Out;
+    static constexpr bool LANE_RUNS = f64_acc<Acc>::value;
     __device__ Acc identity() const { return one<Acc>(); }
     __device__ Acc lift(In x, u64) const { return sum_calc<T>::to(x); }
     __device__ Acc combine(Acc a, Acc b) const { return arith<Acc>::mul(a, b); }
@@ -116,6 +123,7 @@ template <class T> struct ArgMin : ArgExt<T, false> {};
 // makes wrap.
 template <class T> struct WideSum {
     typedef T In; typedef typename wide<T>::type Acc; typedef Acc Out;
+    static constexpr bool LANE_RUNS = f64_acc<Acc>::value;
     __device__ Acc identity() const { return zero<Acc>(); }
     __device__ Acc lift(In x, u64) const { return widen(x); }
     __device__ Acc combine(Acc a, Acc b) const { return arith<Acc>::add(a, b); }
@@ -197,12 +205,27 @@ template <class T> struct MeanVar {
         return r;
     }
     __device__ Out finish(Acc a, u64) const { return a; }
+    // Byte inputs: every node of the tree over a run of n <= 2^16 bytes holds exact values (its
+    // mean has at most log2(n) bits after the point, its m2 n sumsq - sum^2 over n, under 2^48
+    // before the division by n), so a run's tree is the exact (n, sum / n, (n sumsq - sum^2)
+    // / n), computed here from the run's integer sum and sum of squares with the same bits
+    // (reduce.cuh, cf::lane_run_by_load; src/ops/stats.rs says why). Counts are powers of two.
+    static constexpr bool BYTE_RUNS = sizeof(T) == 1;
+    __device__ Acc byte_run(unsigned sum, unsigned sumsq, unsigned n) const {
+        const double inv = 1.0 / (double)n;
+        Acc r;
+        r.count = (double)n;
+        r.mean = (double)sum * inv;
+        r.m2 = (double)((u64)n * sumsq - (u64)sum * sum) * inv;
+        return r;
+    }
 };
 
 // Pechprasarn & Khiripet: every pairwise add halves, (a + b) / 2, over the perfect binary
 // tree of next_pow2(N) leaves padded with zeros; finish multiplies by next_pow2(N) / N.
 template <class T> struct Div2Mean {
     typedef T In; typedef T Acc; typedef T Out;
+    static constexpr bool LANE_RUNS = f64_acc<Acc>::value;
     __device__ Acc identity() const { return zero<T>(); }
     __device__ Acc lift(In x, u64) const { return x; }
     __device__ Acc combine(Acc a, Acc b) const { return (a + b) * (T)0.5; }

@@ -215,6 +215,13 @@ template <class F, class O> struct has_tame_acc<Mapped<F, O>, void> {
 template <class O> struct has_tame_acc<At<O>, void> { static constexpr bool value = has_tame_acc<O>::value; };
 template <class O> struct has_tame_acc<Tree<O>, void> { static constexpr bool value = has_tame_acc<O>::value; };
 template <class W> struct has_tame_acc<WrappedFull<W>, void> { static constexpr bool value = has_tame_acc<W>::value; };
+// An operator over bytes may give a full run's tree from the run's integer sum and sum of
+// squares (`BYTE_RUNS`, `byte_run(sum, sumsq, n)`: MeanVar<u8>, whose nodes there are exact),
+// which a lane then computes with __dp4a, four bytes an instruction.
+template <class Op, class = void> struct byte_runs { static constexpr bool value = false; };
+template <class Op> struct byte_runs<Op, typename void_type<decltype(Op::BYTE_RUNS)>::type> {
+    static constexpr bool value = Op::BYTE_RUNS;
+};
 template <class Op> struct TameCombine : Op {
     __device__ __forceinline__ typename Op::Acc combine(typename Op::Acc a, typename Op::Acc b) const {
         return Op::combine_tame(a, b);
@@ -232,6 +239,23 @@ __device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const
     typedef typename Op::Acc Acc;
     constexpr u64 RUN = (u64)K * VEC;
     constexpr bool RAW = has_tame<Op>::value, LIFTED = has_tame_acc<Op>::value;
+    if constexpr (byte_runs<Op>::value) {
+        static_assert(sizeof(typename Op::In) == 1 && VEC % 4 == 0 && RUN <= 65536, "byte runs of at most 2^16");
+        unsigned sum = 0, sumsq = 0;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            typename Op::In raw[VEC];
+            src(k, raw);
+#pragma unroll
+            for (int w = 0; w < VEC / 4; ++w) {
+                unsigned word;
+                memcpy(&word, raw + 4 * w, 4);
+                sum = __dp4a(word, 0x01010101u, sum);
+                sumsq = __dp4a(word, word, sumsq);
+            }
+        }
+        return op.byte_run(sum, sumsq, (unsigned)RUN);
+    }
     Acc stack[ilog2(K) + 1];
     bool all = true;
 #pragma unroll

@@ -283,6 +283,42 @@ fn mean_and_variance_match_a_two_pass_reference() {
     }
 }
 
+/// The premise of the GPU's byte runs (kernels/ops.cuh, `MeanVar::byte_run`): on u8 inputs,
+/// the canonical tree over 2^k positions (k <= 16) holds the exact count, mean and m2, so
+/// computing a run's node from its integer sum and sum of squares gives the tree's bits.
+#[test]
+fn meanvar_of_bytes_is_exact_on_power_of_two_runs() {
+    let s = seed("meanvar_of_bytes_is_exact_on_power_of_two_runs");
+    let mut r = Rng(s);
+    for k in 0..=16u32 {
+        let n = 1usize << k;
+        let patterns: [Vec<u8>; 5] = [
+            (0..n).map(|_| r.next() as u8).collect(),
+            (0..n).map(|i| if i % 2 == 0 { 0 } else { 255 }).collect(),
+            (0..n).map(|i| if i < n / 2 { 0 } else { 255 }).collect(),
+            vec![255; n],
+            (0..n)
+                .map(|_| if r.next() % 3 == 0 { 255 } else { 254 })
+                .collect(),
+        ];
+        for x in &patterns {
+            let sum: u128 = x.iter().map(|&v| v as u128).sum();
+            let sumsq: u128 = x.iter().map(|&v| (v as u128) * (v as u128)).sum();
+            let inv = 1.0 / n as f64;
+            let exact = MeanVarValue {
+                count: n as f64,
+                mean: sum as f64 * inv,
+                m2: ((n as u128) * sumsq - sum * sum) as f64 * inv,
+            };
+            let tree = Cpu::new().reduce(x, MeanVar).unwrap();
+            assert!(
+                tree.same_bits(&exact),
+                "n = 2^{k}: tree {tree:?}, exact {exact:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn non_commutative_operators_keep_order() {
     // Small dyadic maps: all arithmetic is exact, so the tree's result equals the

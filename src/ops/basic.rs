@@ -27,6 +27,8 @@ impl<T: Element> Operator<T> for Sum {
     type Out = T;
     const COMMUTATIVE: bool = true;
     const ORDER_FREE: bool = !T::IS_FLOAT;
+    // f64 accumulators read full tiles as lane runs (kernels/ops.cuh, `f64_acc`).
+    const LANE_RUNS: bool = T::IS_FLOAT && std::mem::size_of::<T::Calc>() == 8;
     const EMPTY_IS_ERROR: bool = false;
     const NAME: &'static str = "Sum";
     fn identity(&self) -> T::Calc {
@@ -66,6 +68,7 @@ impl<T: Element> Operator<T> for Prod {
     type Out = T;
     const COMMUTATIVE: bool = true;
     const ORDER_FREE: bool = !T::IS_FLOAT;
+    const LANE_RUNS: bool = T::IS_FLOAT && std::mem::size_of::<T::Calc>() == 8;
     const EMPTY_IS_ERROR: bool = false;
     const NAME: &'static str = "Prod";
     fn identity(&self) -> T::Calc {
@@ -112,6 +115,7 @@ impl<T: Widen> Operator<T> for WideSum {
     type Out = T::Wide;
     const COMMUTATIVE: bool = true;
     const ORDER_FREE: bool = !T::IS_FLOAT;
+    const LANE_RUNS: bool = T::IS_FLOAT && std::mem::size_of::<T::Wide>() == 8;
     const EMPTY_IS_ERROR: bool = false;
     const NAME: &'static str = "WideSum";
     fn identity(&self) -> T::Wide {

@@ -182,8 +182,9 @@ pub trait Operator<In: DeviceValue>: Copy + Send + Sync + 'static {
     /// error.
     const SCANNABLE: bool = true;
     /// Whether the operator's CUDA struct reads whole tiles as lane runs (its `static
-    /// constexpr bool LANE_RUNS = true`, kernels/reduce.cuh), as [`MeanVar`] and
-    /// [`CompensatedSum`] do, whose combines are dear: the reducer then takes blocks of at
+    /// constexpr bool LANE_RUNS = true`, kernels/reduce.cuh), as [`MeanVar`],
+    /// [`CompensatedSum`] and the float sums with f64 accumulators do, whose combines (or
+    /// shuffles) are dear: the reducer then takes blocks of at
     /// most 128 threads and 8 loads a thread, whose tiles fit the shared-memory ring that
     /// copies each tile in while the tile before is joined. A hint for speed only; the bits do
     /// not depend on it.
