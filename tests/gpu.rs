@@ -855,6 +855,8 @@ fn wrapped_operators_compile_for_hopper() {
         Box::new(|| build::<f64, _>(MeanVar)),
         Box::new(|| build::<f32, _>(CompensatedSum)),
         Box::new(|| build::<f32, _>(Sum)),
+        Box::new(|| build::<f64, _>(Sum)),
+        Box::new(|| build::<f32, _>(Mean)),
         Box::new(|| build::<f32, _>(ArgMax)),
         Box::new(|| build::<f64, _>(ExactSum)),
         Box::new(|| sample(MeanVar)),
