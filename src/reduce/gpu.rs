@@ -215,8 +215,20 @@ impl<T, O> Clone for ReduceKernels<T, O> {
 #[derive(Clone)]
 struct ShapeKernels {
     shape: ReduceShape,
-    vector: Option<CudaFunction>,
-    scalar: Arc<OnceLock<CudaFunction>>,
+    vector: Option<GridKernel>,
+    scalar: Arc<OnceLock<GridKernel>>,
+}
+
+/// A compiled reduction kernel and the device as its launches see it: as many resident
+/// threads a multiprocessor as its blocks fit there at once (its registers and shared memory
+/// counted, `cuOccupancyMaxActiveBlocksPerMultiprocessor`), so that the planner's one wave
+/// ([`plan`]) is this kernel's. By thread count alone, kernels held to fewer blocks (the
+/// staged lane runs' shared-memory ring, 110 registers for MeanVar) got grids of 1.3 to 2.6
+/// waves, the last one part-empty.
+#[derive(Clone)]
+struct GridKernel {
+    f: CudaFunction,
+    props: crate::gpu::DeviceProps,
 }
 
 /// An order-free operator's kernel for large inputs ([`ReduceConfig::large_block`]): its
@@ -507,13 +519,14 @@ impl<T: DeviceValue, O: Operator<T>> Reducer<T, O> {
     /// the buffers' stream guards and has checked `n` against the operator's empty value.
     pub(crate) fn launch(&self, x_ptr: u64, n: u64, out_ptr: u64) -> Result<()> {
         let k = self.kernels_for(n)?;
-        let plan = plan(n, &k.shape, &self.gpu.inner.props)?;
-        let f = match &k.vector {
+        let kernel = match &k.vector {
             Some(v) if x_ptr % 16 == 0 => v,
             _ => get_or_try(&k.scalar, || {
                 reduce_kernel(&self.gpu, &self.op.cuda(), self.param_bytes, k.shape, false)
             })?,
         };
+        let plan = plan(n, &k.shape, &kernel.props)?;
+        let f = &kernel.f;
         // SAFETY: x holds n elements of In, the kernel's first argument: its parameters are
         // (const In*, u64, u64, u64, Acc*, u64*, Out*, OpBytes<param_bytes>).
         unsafe {
@@ -540,11 +553,30 @@ fn reduce_kernel(
     param_bytes: usize,
     shape: ReduceShape,
     vector: bool,
-) -> Result<CudaFunction> {
-    gpu.kernel(
+) -> Result<GridKernel> {
+    let f = gpu.kernel(
         "cf_reduce",
         kernel_source(cuda, param_bytes, &shape, vector),
-    )
+    )?;
+    let props = kernel_props(&f, shape.block, &gpu.inner.props);
+    Ok(GridKernel { f, props })
+}
+
+/// `dev` as kernel `f`'s launches in blocks of `block` see it: the threads of the blocks a
+/// multiprocessor holds at once (at least one block; `dev` itself where the driver does
+/// not say).
+fn kernel_props(
+    f: &CudaFunction,
+    block: u32,
+    dev: &crate::gpu::DeviceProps,
+) -> crate::gpu::DeviceProps {
+    match f.occupancy_max_active_blocks_per_multiprocessor(block, 0, None) {
+        Ok(blocks) => crate::gpu::DeviceProps {
+            sm_count: dev.sm_count,
+            max_threads_per_sm: dev.max_threads_per_sm.min(blocks.max(1) * block),
+        },
+        Err(_) => *dev,
+    }
 }
 
 /// The kernels of `shape` for inputs of type `T`: the vector form compiled now where `T`

@@ -135,6 +135,9 @@ pub struct ReducePlan {
 /// - Larger N: one launch of at most one resident wave of blocks (`sm_count *
 ///   max_threads_per_sm / block`, capped by what the final stage can take), each reducing a
 ///   power-of-two run of consecutive tiles; the last block to finish reduces the partials.
+///   A [`Reducer`](crate::Reducer) passes its kernel's own residency as
+///   `max_threads_per_sm` (the blocks its registers and shared memory let a multiprocessor
+///   hold, as threads), so that its wave is the kernel's.
 ///
 /// ```
 /// use cufold::gpu::DeviceProps;
