@@ -68,7 +68,7 @@ impl<T: Element> Operator<T> for Prod {
     type Out = T;
     const COMMUTATIVE: bool = true;
     const ORDER_FREE: bool = !T::IS_FLOAT;
-    const LANE_RUNS: bool = T::IS_FLOAT && std::mem::size_of::<T::Calc>() == 8;
+    const LANE_RUNS: bool = <Sum as Operator<T>>::LANE_RUNS;
     const EMPTY_IS_ERROR: bool = false;
     const NAME: &'static str = "Prod";
     fn identity(&self) -> T::Calc {

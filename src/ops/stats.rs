@@ -37,7 +37,7 @@ impl<T: Widen> Operator<T> for Mean {
     type Out = f64;
     const COMMUTATIVE: bool = true;
     const ORDER_FREE: bool = !T::IS_FLOAT;
-    const LANE_RUNS: bool = T::IS_FLOAT && std::mem::size_of::<T::Wide>() == 8;
+    const LANE_RUNS: bool = <WideSum as Operator<T>>::LANE_RUNS;
     const EMPTY_IS_ERROR: bool = true;
     const NAME: &'static str = "Mean";
     fn identity(&self) -> T::Wide {
