@@ -273,27 +273,28 @@ __device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const
                 tame &= op.tame_acc(items[i]);
         }
         all &= tame;
-        Acc t;
+        TameCombine<Op> tc;
+        static_cast<Op&>(tc) = op;
+        // combine, or the tame combine where `ok` (only for an operator with a tame test).
+        const auto join = [&](bool ok, Acc a, Acc b) {
+            if constexpr (RAW || LIFTED)
+                return ok ? tc.combine(a, b) : op.combine(a, b);
+            else
+                return op.combine(a, b);
+        };
         if constexpr (RAW || LIFTED) {
-            TameCombine<Op> tc;
-            static_cast<Op&>(tc) = op;
             if (tame)
                 thread_reduce(tc, items, RUN);
             else
                 thread_reduce(op, items, RUN);
-            t = items[0];
-#pragma unroll
-            for (int level = 0; (k >> level) & 1; ++level) t = all ? tc.combine(stack[level], t) : op.combine(stack[level], t);
         } else {
             thread_reduce(op, items, RUN);
-            t = items[0];
-#pragma unroll
-            for (int level = 0; (k >> level) & 1; ++level) t = op.combine(stack[level], t);
         }
-        int top = 0;
+        Acc t = items[0];
+        int level = 0;
 #pragma unroll
-        for (int level = 0; (k >> level) & 1; ++level) top = level + 1;
-        stack[top] = t;
+        for (; (k >> level) & 1; ++level) t = join(all, stack[level], t);
+        stack[level] = t;
     }
     return stack[ilog2(K)];
 }
@@ -308,16 +309,25 @@ template <class L> struct draws_input { static constexpr bool value = false; };
 template <class Op, class L> struct reads_runs {
     static constexpr bool value = lane_runs<Op>::value && !(draws_input<L>::value && f64_acc<typename Op::Acc>::value);
 };
+// The calling lane's run in the tile at `base`: its first position.
+template <int K, int VEC> __device__ __forceinline__ u64 lane_run_at(u64 base) {
+    constexpr u64 RUN = (u64)K * VEC;
+    return base + (u64)(threadIdx.x >> 5) * 32 * RUN + (u64)(threadIdx.x & 31) * RUN;
+}
+// The tile's tree from the lanes' runs (lane_run_by_load, loads from `src`): the warp joins
+// its 32 runs, the block its warps.
+template <class Op, int BLOCK, int K, int VEC, class Source>
+__device__ __forceinline__ typename Op::Acc join_lane_runs(const Op& op, const Source& src, u64 at,
+                                                           typename Op::Acc* smem) {
+    return block_reduce_warps<BLOCK>(op, warp_reduce(op, lane_run_by_load<Op, K, VEC>(op, src, at)), smem);
+}
 template <class Op, int BLOCK, int K, int VEC, class Loader>
 __device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const Loader& ld, u64 base,
                                                              typename Op::Acc* smem) {
-    constexpr u64 RUN = (u64)K * VEC;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const u64 at = base + (u64)warp * 32 * RUN + (u64)lane * RUN;
-    typename Op::Acc r;
+    const u64 at = lane_run_at<K, VEC>(base);
     if constexpr (draws_input<Loader>::value) {
         const auto src = [&](int k, typename Op::In (&raw)[VEC]) { ld.fetch(at + (u64)k * VEC, raw); };
-        r = lane_run_by_load<Op, K, VEC>(op, src, at);
+        return join_lane_runs<Op, BLOCK, K, VEC>(op, src, at, smem);
     } else {
         // The raw inputs first, all K loads in flight, then joined a load at a time.
         typename Op::In raw[K][VEC];
@@ -327,9 +337,8 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const
 #pragma unroll
             for (int i = 0; i < VEC; ++i) v[i] = raw[k][i];
         };
-        r = lane_run_by_load<Op, K, VEC>(op, src, at);
+        return join_lane_runs<Op, BLOCK, K, VEC>(op, src, at, smem);
     }
-    return block_reduce_warps<BLOCK>(op, warp_reduce(op, r), smem);
 }
 
 // Staged lane runs: the whole tiles of a block's span are copied into shared memory one tile
@@ -369,16 +378,12 @@ __device__ __forceinline__ void cp_async_wait_prior() {
 template <class Op, int BLOCK, int K, int VEC>
 __device__ __forceinline__ typename Op::Acc tile_reduce_staged(const Op& op, const uint4* stage, u64 base,
                                                                typename Op::Acc* smem) {
-    constexpr u64 RUN = (u64)K * VEC;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const u64 at = base + (u64)warp * 32 * RUN + (u64)lane * RUN;
-    const uint4* run = stage + lane * (K + 1);
+    const uint4* run = stage + (threadIdx.x & 31) * (K + 1);
     const auto src = [&](int k, typename Op::In (&raw)[VEC]) {
         const uint4 w = run[k];
         memcpy(raw, &w, sizeof(w));
     };
-    const typename Op::Acc r = lane_run_by_load<Op, K, VEC>(op, src, at);
-    return block_reduce_warps<BLOCK>(op, warp_reduce(op, r), smem);
+    return join_lane_runs<Op, BLOCK, K, VEC>(op, src, lane_run_at<K, VEC>(base), smem);
 }
 
 // One thread's K loads of a tile folded into its run state `st` (cf::Run), in index order:
