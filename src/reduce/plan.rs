@@ -123,7 +123,10 @@ impl ReduceShape {
 pub struct ReducePlan {
     /// Blocks in the grid (= partials written when more than one).
     pub grid: u64,
-    /// Consecutive tiles each block reduces: a power of two.
+    /// Consecutive tiles each block reduces: a power of two, so that a block's run is a
+    /// subtree of the canonical tree, unless the shape is
+    /// [order-free](ReduceShape::order_free), whose blocks may take any number (the fewest
+    /// that fill the wave).
     pub tiles_per_block: u64,
     /// `next_pow2(N)`: no tree node spans more positions.
     pub limit: u64,
@@ -134,7 +137,8 @@ pub struct ReducePlan {
 /// - N up to one tile: one block, one launch, no temporary storage.
 /// - Larger N: one launch of at most one resident wave of blocks (`sm_count *
 ///   max_threads_per_sm / block`, capped by what the final stage can take), each reducing a
-///   power-of-two run of consecutive tiles; the last block to finish reduces the partials.
+///   power-of-two run of consecutive tiles (any run for an order-free shape, so that its
+///   grid fills the wave); the last block to finish reduces the partials.
 ///   A [`Reducer`](crate::Reducer) passes its kernel's own residency as
 ///   `max_threads_per_sm` (the blocks its registers and shared memory let a multiprocessor
 ///   hold, as threads), so that its wave is the kernel's.
@@ -166,10 +170,17 @@ pub fn plan(n: u64, shape: &ReduceShape, dev: &DeviceProps) -> Result<ReducePlan
     let resident = dev.resident_blocks(shape.block).max(1);
     let cap = resident.min(shape.max_grid());
     let tiles = n.div_ceil(tile);
-    let mut r = 1u64;
-    while tiles.div_ceil(r) > cap {
-        r *= 2;
-    }
+    let r = if shape.order_free {
+        // Any run of tiles gives an order-free operator's bits: the fewest tiles a block
+        // that fill the wave.
+        tiles.div_ceil(cap)
+    } else {
+        let mut r = 1u64;
+        while tiles.div_ceil(r) > cap {
+            r *= 2;
+        }
+        r
+    };
     let grid = tiles.div_ceil(r);
     Ok(ReducePlan {
         grid,
@@ -238,6 +249,17 @@ mod tests {
                     if n <= s.tile() {
                         assert_eq!((p.grid, p.tiles_per_block), (1, 1));
                     }
+                    // An order-free shape covers the same input with no power of two.
+                    let free = ReduceShape {
+                        order_free: true,
+                        ..s
+                    };
+                    let q = plan(n, &free, &H100).unwrap();
+                    let span = q.grid * q.tiles_per_block * s.tile();
+                    assert!(span >= n, "{n}: order-free plan covers {span}");
+                    assert!((q.grid - 1) * q.tiles_per_block * s.tile() < n.max(1));
+                    assert!(q.grid <= s.max_grid() && q.grid >= p.grid);
+                    assert_eq!(q.limit, p.limit);
                 }
             }
         }
@@ -248,6 +270,26 @@ mod tests {
         let s = ReduceShape::for_sizes(4, 256).unwrap();
         let p = plan(1 << 28, &s, &H100).unwrap();
         assert!(p.grid > 132 * 8 / 2 && p.grid <= 132 * 8, "{p:?}");
+    }
+
+    #[test]
+    fn order_free_shapes_fill_the_wave() {
+        // 2^28 f32 in tiles of 2048: 131072 tiles, and a kernel that holds five 128-thread
+        // blocks an SM: 660 resident. A power of two of tiles a block (256) would leave 512
+        // blocks; any number (199) gives 659.
+        let s = ReduceShape::for_sizes(4, 128).unwrap();
+        let free = ReduceShape {
+            order_free: true,
+            ..s
+        };
+        let dev = DeviceProps {
+            sm_count: 132,
+            max_threads_per_sm: 640,
+        };
+        let p = plan(1 << 28, &s, &dev).unwrap();
+        assert_eq!((p.tiles_per_block, p.grid), (256, 512));
+        let p = plan(1 << 28, &free, &dev).unwrap();
+        assert_eq!((p.tiles_per_block, p.grid), (199, 659));
     }
 
     #[test]
