@@ -86,21 +86,25 @@ template <int K> __device__ __forceinline__ void normalize(i64 (&c)[K]) {
     c[K - 1] += carry;
 }
 
-// mant * 2^pos (pos counted from the unit), negated if neg, added into c (not normalised):
-// the low 48 - s bits of mant into chunk pos / 48, the next 48 into the one above, and, for a
+// mant * 2^pos (pos counted from the unit), negated if neg, added by add(chunk, part): the
+// low 48 - s bits of mant into chunk pos / 48, the next 48 into the one above, and, for a
 // 53-bit significand shifted by more than 43, the rest into the third.
-template <int K> __device__ __forceinline__ void deposit(i64 (&c)[K], bool neg, u64 mant, int pos) {
+template <class Add> __device__ __forceinline__ void deposit_by(Add add, bool neg, u64 mant, int pos) {
     const int i = pos / DIGIT, s = pos % DIGIT;
     const i64 lo = (i64)(mant << s) & MASK;
     const i64 mid = (i64)(mant >> (DIGIT - s)) & MASK;
     const i64 hi = s > 2 * DIGIT - 64 ? (i64)(mant >> (2 * DIGIT - s)) : 0;
-    c[i] += neg ? -lo : lo;
-    c[i + 1] += neg ? -mid : mid;
-    if (hi != 0) c[i + 2] += neg ? -hi : hi;
+    add(i, neg ? -lo : lo);
+    add(i + 1, neg ? -mid : mid);
+    if (hi != 0) add(i + 2, neg ? -hi : hi);
+}
+// The same into c (not normalised).
+template <int K> __device__ __forceinline__ void deposit(i64 (&c)[K], bool neg, u64 mant, int pos) {
+    deposit_by([&](int i, i64 v) { c[i] += v; }, neg, mant, pos);
 }
 
-// x added into c (not normalised) and into the flags.
-template <class T, int K> __device__ __forceinline__ void add_element(i64 (&c)[K], u64& flags, T x) {
+// x added by add(chunk, part) (cf::exact::deposit_by) and into the flags.
+template <class T, class Add> __device__ __forceinline__ void add_element_by(Add add, u64& flags, T x) {
     typedef exact_traits<T> F;
     const u64 b = F::bits(x);
     const bool neg = ((b >> (F::MANT + F::EXP)) & 1) != 0;
@@ -115,8 +119,12 @@ template <class T, int K> __device__ __forceinline__ void add_element(i64 (&c)[K
         flags |= SEEN | NOT_NEG_ZERO;
         const u64 mant = e == 0 ? frac : frac | (1ull << F::MANT);
         const int pos = (int)(e == 0 ? 0 : e - 1) + sub_exp(F::MANT, F::EXP) - F::LOW;
-        deposit(c, neg, mant, pos);
+        deposit_by(add, neg, mant, pos);
     }
+}
+// x added into c (not normalised) and into the flags.
+template <class T, int K> __device__ __forceinline__ void add_element(i64 (&c)[K], u64& flags, T x) {
+    add_element_by([&](int i, i64 v) { c[i] += v; }, flags, x);
 }
 
 // The bits of a NaN or an infinity the flags call for, or false.
@@ -302,9 +310,9 @@ template <class T> struct ExactMean : ExactSum<T> {
 // - An error still left after the last term is *spilled*: deposited into the accumulator
 //   exactly (rare on ordinary data; most elements on data whose exponents span hundreds of
 //   binades).
-// - An element that is not finite, or whose magnitude is 1e288 or more, is not added to the
+// - An element that is not finite, or whose magnitude is 2^955 or more, is not added to the
 //   expansions but deposited directly (add_element: flags, exact digits), so the terms
-//   never overflow (n 1e288 < DBL_MAX for every n < 2^64) and never see an infinity or NaN.
+//   never overflow (n 2^955 < DBL_MAX for every n < 2^64) and never see an infinity or NaN.
 // - The end deposits every term into the accumulator, sets the flags the terms imply and
 //   carries once.
 //
@@ -313,28 +321,42 @@ template <class T> struct ExactMean : ExactSum<T> {
 // canonical form). The first terms start at -0.0: a first term ends -0.0 only if every
 // element added to it was -0.0 (RN(x + y) is -0.0 only for -0.0 + -0.0), which gives the
 // flags their sign-of-zero rule without a per-element test.
+//
+// `fits(x)`: whether the expansions take x (finite, below 2^955 in magnitude), from its bits
+// by integer instructions, which leave the FP64 pipe to the TwoSums.
 template <class T> struct exact_fast;
+//
+// ALWAYS: the terms every element goes through with no test first (f64's first error is
+// seldom zero, f32's nearly always). GROUP: the elements whose tests whole_run shares (two
+// loads of f32, one of f64 and halves). H200, 2^28, share of Sum's GB/s: f32 groups of 8
+// against 4, 84% either way on U(0,1) and N(0,1), 73% against 67% at condition number
+// 1e12; f64 groups of 2 against 4 and 8, 80% against 76% on U(0,1) and N(0,1) (49% against
+// 54-59% at 1e30).
 template <> struct exact_fast<float> {
-    static constexpr int E = 4, L = 2;
+    static constexpr int E = 4, L = 2, ALWAYS = 1, GROUP = 8;
     static __device__ __forceinline__ double up(float x) { return (double)x; }
+    static __device__ __forceinline__ bool fits(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 };
 template <> struct exact_fast<double> {
-    static constexpr int E = 2, L = 3;
+    static constexpr int E = 2, L = 3, ALWAYS = 2, GROUP = 2;
     static __device__ __forceinline__ double up(double x) { return x; }
+    // The high word's exponent field below 1023 + 955.
+    static __device__ __forceinline__ bool fits(double x) {
+        return ((unsigned)__double2hiint(x) & 0x7fffffffu) < (1978u << 20);
+    }
 };
 template <> struct exact_fast<f16> {
-    static constexpr int E = 4, L = 2;
+    static constexpr int E = 4, L = 2, ALWAYS = 1, GROUP = 8;
     static __device__ __forceinline__ double up(f16 x) { return (double)cf::up(x); }
+    static __device__ __forceinline__ bool fits(f16 x) { return (x.bits & 0x7c00u) != 0x7c00u; }
 };
 template <> struct exact_fast<bf16> {
-    static constexpr int E = 4, L = 2;
+    static constexpr int E = 4, L = 2, ALWAYS = 1, GROUP = 8;
     static __device__ __forceinline__ double up(bf16 x) { return (double)cf::up(x); }
+    static __device__ __forceinline__ bool fits(bf16 x) { return (x.bits & 0x7f80u) != 0x7f80u; }
 };
 
 namespace exact {
-
-// The largest magnitude the expansions take (below 2^960: n of them sum below DBL_MAX).
-constexpr double FAST_MAX = 1e288;
 
 // A finite double v, a whole multiple of 2^low, as at most three signed parts c[j] to add
 // at chunks at[j] of a K-chunk accumulator (a part for a chunk past the top one is shifted
@@ -423,7 +445,7 @@ __device__ __noinline__ ExactSpill<Acc> spill_double(ExactSpill<Acc> sp, double 
     spill_counted<F>(sp);
     return sp;
 }
-// An element the expansions do not take (not finite, or of magnitude FAST_MAX or more).
+// An element the expansions do not take (exact_fast::fits false).
 template <class F, class Acc, class T>
 __device__ __noinline__ ExactSpill<Acc> spill_element(ExactSpill<Acc> sp, T x) {
     spill_use<F>(sp);
@@ -446,6 +468,28 @@ template <class F, class Acc, class T> __device__ __noinline__ void spill_elemen
 // Accumulators passed by value: the f32 (f16, bf16) one.
 template <class F> struct spill_by_value { static constexpr bool value = F::K <= 8; };
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)  // (not in the host check)
+// The whole-array run's spills (ExactRun::whole_run): into its warp's accumulator in shared
+// memory (K chunks, not normalised), with integer atomics, which commute. An expansion's
+// last error r (finite, a whole multiple of 2^LOW):
+template <class F> __device__ __noinline__ void spill_double_shared(i64* area, double r) {
+    i64 part[3];
+    int at[3];
+    const int parts = split_double(r, F::LOW, F::K, part, at);
+    for (int j = 0; j < parts; ++j)
+        if (part[j] != 0) atomicAdd(reinterpret_cast<unsigned long long*>(area + at[j]), (unsigned long long)part[j]);
+}
+// An element the expansions do not take (exact_fast::fits false): its digits, and its flags
+// returned.
+template <class F, class T> __device__ __noinline__ unsigned spill_element_shared(i64* area, T x) {
+    u64 flags = 0;
+    add_element_by(
+        [&](int i, i64 v) { atomicAdd(reinterpret_cast<unsigned long long*>(area + i), (unsigned long long)v); },
+        flags, x);
+    return (unsigned)flags;
+}
+#endif
+
 }  // namespace exact
 
 template <class Op> struct ExactRun {
@@ -454,9 +498,11 @@ template <class Op> struct ExactRun {
     typedef exact_traits<In> F;
     typedef exact_fast<In> X;
     static constexpr int E = X::E, L = X::L;
-    // Registers a thread may use (cf::min_blocks): 80 hold the f32 run with no spill; the
-    // f64 one keeps its 368-byte spill state in local memory whatever the budget.
-    static constexpr int REGS = F::K <= 8 ? 80 : 64;
+    // Registers a thread may use (cf::min_blocks): whole_run's loop holds its groups and
+    // expansions in 64 (f64) or 72 (f32, halves: groups of 8) with no spill (ptxas,
+    // sm_90): eight or seven 128-thread blocks an SM. Code run once a block (joining,
+    // rounding) would take more and spills instead.
+    static constexpr int REGS = sizeof(In) == 8 ? 64 : 72;
     struct State {
         double t[E][L];
         ExactSpill<Acc> spill;
@@ -475,7 +521,7 @@ template <class Op> struct ExactRun {
         s.seen = false;
         return s;
     }
-    // x (finite, below FAST_MAX) into expansion e, from term `from` on.
+    // x (exact_fast::fits) into expansion e, from term `from` on.
     static __device__ __forceinline__ void expand(State& s, int e, double x, int from = 0) {
         double r = x;
 #pragma unroll
@@ -494,7 +540,7 @@ template <class Op> struct ExactRun {
     static __device__ __forceinline__ void add(const Op&, State& s, In x, u64) {
         s.seen = true;
         const double d = X::up(x);
-        if (fabs(d) < exact::FAST_MAX) expand(s, 0, d);
+        if (X::fits(x)) expand(s, 0, d);
         else spill(s, x);
     }
     template <int VEC>
@@ -505,7 +551,7 @@ template <class Op> struct ExactRun {
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
             d[i] = X::up(v[i]);
-            fast &= fabs(d[i]) < exact::FAST_MAX;  // false for NaN
+            fast &= X::fits(v[i]);
         }
         if (fast) {
             // Every element into its expansion's first term, then, only where some error is
@@ -526,7 +572,7 @@ template <class Op> struct ExactRun {
         } else {
 #pragma unroll
             for (int i = 0; i < VEC; ++i) {
-                if (fabs(d[i]) < exact::FAST_MAX) expand(s, i % E, d[i]);
+                if (X::fits(v[i])) expand(s, i % E, d[i]);
                 else spill(s, v[i]);
             }
         }
@@ -574,9 +620,18 @@ template <class Op> struct ExactRun {
     // tree of 8 (K + 1)-byte accumulators through shuffles; the same value, so the same
     // canonical bits. Every thread of the block calls it.
     template <int BLOCK> static __device__ __forceinline__ Acc block_end(const Op&, State& s, Acc* smem) {
+        return join_terms<BLOCK>(s, 0, nullptr, smem);
+    }
+    // block_end's work, with more flags and, for whole_run, the calling warp's carried
+    // accumulator `area` (else null), which its lanes add into the block's chunk by chunk.
+    template <int BLOCK>
+    static __device__ __forceinline__ Acc join_terms(State& s, unsigned more_flags, const i64* area, Acc* smem) {
         unsigned long long* w = reinterpret_cast<unsigned long long*>(&smem[0]);
         for (int i = threadIdx.x; i < F::K + 1; i += BLOCK) w[i] = 0;
         __syncthreads();
+        if (area != nullptr)
+            for (int i = threadIdx.x & 31; i < F::K; i += 32)
+                if (area[i] != 0) atomicAdd(&w[i], (unsigned long long)area[i]);
         // This thread's digits by chunk: its (carried) spill and its terms' parts. For f32
         // (7 chunks) in registers, each part added where it falls by selects; for f64 (45) in
         // local memory. A chunk's sum over the block is below BLOCK (1 + 3 E L) 2^48 in
@@ -607,7 +662,7 @@ template <class Op> struct ExactRun {
             }
 #pragma unroll(REG ? F::K : 1)
         for (int i = 0; i < F::K; ++i) warp_add(&w[i], v[i]);
-        return joined((unsigned)(term_flags(s) | (spilled ? s.spill.acc.flags : 0ull)), smem);
+        return joined((unsigned)(term_flags(s) | (spilled ? s.spill.acc.flags : 0ull)) | more_flags, smem);
     }
     // The end of block_end and join_partials: every lane's flags ORed into the shared
     // accumulator (smem[0]), which thread 0 then carries and returns.
@@ -643,6 +698,210 @@ template <class Op> struct ExactRun {
         for (u64 j = threadIdx.x; j < m; j += BLOCK)
             f |= (unsigned)__ldcg(reinterpret_cast<const unsigned long long*>(&p[j].flags));
         return joined(f, smem);
+    }
+
+    // The whole-array reduction's run of a block (cf::free_run with WHOLE): `tiles` tiles
+    // of BLOCK * K * VEC positions from `first` (positions from n on absent), read as
+    // cf::free_run reads them, from `x` (16-byte aligned, VEC elements a 16-byte load).
+    // The block's accumulator, meaningful in thread 0; every thread of the block calls it.
+    //
+    // The per-thread run above, rearranged so that the loop over elements holds only the
+    // expansions in registers and makes no call, and DRAM stays busy:
+    // - Each thread copies its own loads of the tiles ahead into shared memory (cp.async,
+    //   STAGES - 1 tiles ahead of the one it adds), and reads them back when it adds them.
+    //   Loads into registers a tile ahead were consumed where they were issued: the
+    //   compiler moved the loaded registers into the buffer's right after the loads, which
+    //   waited for them.
+    // - What the expansions do not take (an element that does not fit, an error left after
+    //   the last term) is queued in shared memory, a slot a lane an element of a load.
+    //   After each load a lane with queued values deposits them into its warp's accumulator
+    //   in shared memory (K chunks, integer atomics, which commute), with their flags. A
+    //   lane deposits at most one value's parts into a chunk an element, so every
+    //   RUN_ADDS / (32 K VEC) tiles with a deposit the warp carries its chunks once.
+    // - The tests (fits, whether any error is left for the next term) are integer
+    //   instructions on the bits, which leave the FP64 pipe to the TwoSums.
+    // Stages of the ring: 2 (one tile ahead) measured as fast as 3 for f32 and 5% faster
+    // for f64, whose third stage cost a block an SM.
+    static constexpr int STAGES = 2;
+    // Whether whole_run's shared memory (the ring, the queue, the warps' chunks) takes at
+    // most 40 KB for this shape (blocks of 128 threads, the reducer's default for large
+    // inputs, fit; f32 from 256 threads does not). The others run cf::free_run with
+    // block_end.
+    template <int BLOCK, int K, int VEC> static __host__ __device__ constexpr bool whole_fits() {
+        constexpr int ne = X::GROUP > VEC ? X::GROUP : VEC;
+        return STAGES * K * BLOCK * 16 + (BLOCK / 32) * (ne * 32 * 8 + F::K * 8) <= 40960;
+    }
+    template <int BLOCK, int K, int VEC>
+    static __device__ __forceinline__ Acc whole_run(const Op&, const In* x, u64 first, u64 tiles, u64 n, Acc* smem) {
+        static_assert(whole_fits<BLOCK, K, VEC>() && sizeof(In) * VEC == 16, "whole_run: shape");
+        constexpr int WARPS = BLOCK / 32;
+        constexpr u64 SEG = 32ull * VEC, TILE = (u64)BLOCK * K * VEC;
+        constexpr unsigned NORM = exact::RUN_ADDS / (32 * K * VEC) > 0 ? exact::RUN_ADDS / (32 * K * VEC) : 1;
+        __shared__ uint4 ring[STAGES][K][BLOCK];
+        // Loads a group: at least GROUP elements, whose tests and queue are shared.
+        constexpr int G = X::GROUP / VEC > 1 ? X::GROUP / VEC : 1, NE = G * VEC;
+        static_assert(K % G == 0, "whole_run: groups of loads");
+        __shared__ double queue[WARPS][NE][32];  // slot-major: a group's pushes hit distinct banks
+        __shared__ i64 area[WARPS][F::K];
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        i64* const mine = area[warp];
+        for (int i = lane; i < F::K; i += 32) mine[i] = 0;
+        __syncwarp();
+
+        double t[E][L];
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            t[e][0] = -0.0;
+#pragma unroll
+            for (int l = 1; l < L; ++l) t[e][l] = 0.0;
+        }
+        unsigned flags = 0, queued = 0;
+        bool seen = false, deposited = false;
+        const auto push = [&](double v) { queue[warp][queued++][lane] = v; };
+        // The lane's queued values into the warp's chunks.
+        const auto drain = [&]() {
+            if (queued == 0) return;
+#pragma unroll 1
+            for (unsigned q = 0; q < queued; ++q) {
+                const double v = queue[warp][q][lane];
+                const u64 b = (u64)__double_as_longlong(v);
+                flags |= exact::NOT_NEG_ZERO;  // never 0: a non-zero error, or an element that does not fit
+                if (((b >> 52) & 0x7ff) == 0x7ff) {
+                    flags |= (b << 12) != 0 ? exact::NAN_F : (b >> 63) != 0 ? exact::NEG_INF : exact::POS_INF;
+                } else {
+                    i64 part[3];
+                    int at[3];
+                    const int parts = exact::split_double(v, F::LOW, F::K, part, at);
+                    for (int p = 0; p < parts; ++p)
+                        if (part[p] != 0)
+                            atomicAdd(reinterpret_cast<unsigned long long*>(mine + at[p]), (unsigned long long)part[p]);
+                }
+            }
+            queued = 0;
+            deposited = true;
+        };
+        // NE values (each fits, or -0.0) through the terms of expansions (base + i) % E: the
+        // first ALWAYS terms for every group, the next ones only while some error is left;
+        // an error left after the last term queued.
+        const auto levels = [&](int base, double (&r)[NE]) {
+            u64 nz = 0;
+#pragma unroll
+            for (int l = 0; l < L; ++l) {
+                if (l >= X::ALWAYS && (nz << 1) == 0) return;  // every error +0 or -0
+                nz = 0;
+#pragma unroll
+                for (int i = 0; i < NE; ++i) {
+                    r[i] = exact::two_sum_into(t[(base + i) % E][l], r[i]);
+                    nz |= (u64)__double_as_longlong(r[i]);
+                }
+            }
+            if ((nz << 1) != 0) {
+#pragma unroll
+                for (int i = 0; i < NE; ++i)
+                    if (r[i] != 0.0) push(r[i]);
+            }
+        };
+        // The NE elements of loads k .. k + G - 1 of the thread's tile (valid[i]: element i is
+        // one of the input's): element i into expansion (k VEC + i) % E; then the queue
+        // drained. Groups whose elements all fit take a path of their own (a shared one
+        // merged the values with moves).
+        const auto add_group = [&](int k, const In (&v)[NE], const bool (&valid)[NE]) {
+            bool fast = true;
+#pragma unroll
+            for (int i = 0; i < NE; ++i) fast &= valid[i] && X::fits(v[i]);
+            double r[NE];
+            if (fast) {
+#pragma unroll
+                for (int i = 0; i < NE; ++i) r[i] = X::up(v[i]);
+                levels(k * VEC, r);
+            } else {
+#pragma unroll
+                for (int i = 0; i < NE; ++i) {
+                    // -0.0 for a position that adds nothing: x + -0.0 is x, also for x = -0.0.
+                    r[i] = -0.0;
+                    if (valid[i]) {
+                        if (X::fits(v[i])) r[i] = X::up(v[i]);
+                        else push(X::up(v[i]));
+                    }
+                }
+                levels(k * VEC, r);
+            }
+            drain();
+        };
+        // Every NORM tiles the warp carries its chunks if a lane deposited since the last time.
+        const auto tile_done = [&](u64 j) {
+            if ((j + 1) % NORM == 0 && __any_sync(0xffffffffu, deposited)) {
+                __syncwarp();
+                if (lane == 0) exact::normalize(*reinterpret_cast<i64(*)[F::K]>(mine));
+                __syncwarp();
+                deposited = false;
+            }
+        };
+
+        // The tiles that lie wholly before n, through the ring (one commit group a tile,
+        // empty past the last); then the one cut by n, if any, read directly.
+        const u64 at = first + (u64)warp * SEG * K + (u64)lane * VEC;
+        const u64 whole = n > first ? (n - first) / TILE : 0;
+        const u64 w = whole < tiles ? whole : tiles;
+        const auto issue = [&](u64 j, int stage) {
+            if (j < w) {
+#pragma unroll
+                for (int k = 0; k < K; ++k) cp_async16(&ring[stage][k][threadIdx.x], x + at + j * TILE + k * SEG);
+            }
+            cp_async_commit();
+        };
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) issue((u64)s, s);
+        bool valid[NE];
+#pragma unroll
+        for (int i = 0; i < NE; ++i) valid[i] = true;
+        int stage = 0;  // tile j's
+        for (u64 j = 0; j < w; ++j) {
+            issue(j + STAGES - 1, stage == 0 ? STAGES - 1 : stage - 1);
+            cp_async_wait<STAGES - 1>();
+#pragma unroll
+            for (int k = 0; k < K; k += G) {
+                In v[NE];
+#pragma unroll
+                for (int g = 0; g < G; ++g) {
+                    const uint4 raw = ring[stage][k + g][threadIdx.x];
+                    memcpy(v + g * VEC, &raw, sizeof(raw));
+                }
+                add_group(k, v, valid);
+            }
+            tile_done(j);
+            stage = stage == STAGES - 1 ? 0 : stage + 1;
+        }
+        seen = w > 0;
+        cp_async_wait<0>();
+        if (w < tiles && first + w * TILE < n) {
+#pragma unroll
+            for (int k = 0; k < K; k += G) {
+                In v[NE];
+#pragma unroll
+                for (int i = 0; i < NE; ++i) {
+                    const u64 p = at + w * TILE + (k + i / VEC) * SEG + i % VEC;
+                    valid[i] = p < n;
+                    seen |= valid[i];
+                    if (valid[i]) v[i] = x[p];
+                }
+                add_group(k, v, valid);
+            }
+            tile_done(w);
+        }
+
+        // The warp's chunks carried (below 2^48 but the top one), then the block's sum.
+        __syncwarp();
+        if (lane == 0) exact::normalize(*reinterpret_cast<i64(*)[F::K]>(mine));
+        __syncwarp();
+        State s;
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+#pragma unroll
+            for (int l = 0; l < L; ++l) s.t[e][l] = t[e][l];
+        s.seen = seen;
+        s.spill.used = false;
+        return join_terms<BLOCK>(s, flags, mine, smem);
     }
 #endif
 };

@@ -114,11 +114,7 @@ template <int J, class T> struct RunVectors {
 // l, l + 32, ...; loads by cp.async, so they travel while the look-back starts), and between
 // the buffer and the lanes' registers run by run. Each run is padded by one vector in the
 // buffer, so that lanes reading their runs hit different banks. `stage` holds 32 * (R + 1)
-// vectors.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
-}
+// vectors. (cf::cp_async16: types.cuh.)
 
 // Whether the warp's 32 runs of J values (this lane's at `pos`, so the warp's from
 // pos - lane * J) are aligned and end by n, so that the warp can move them with coalesced

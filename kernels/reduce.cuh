@@ -368,7 +368,6 @@ __device__ __forceinline__ void stage_tile_runs(const In* x, u64 base, uint4* st
         cp_async16(stage + (v / K) * (K + 1) + v % K, src + v);
     }
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits for every commit group but the newest, then lets the warp read what its lanes copied.
 __device__ __forceinline__ void cp_async_wait_prior() {
     asm volatile("cp.async.wait_group 1;" ::: "memory");
@@ -421,8 +420,10 @@ __device__ __forceinline__ void run_loads(const Op& op, const Loader& ld, typena
 // different segments (kernels/segment.cuh: BLOCK = 32, no block stage, lane 0 gets the
 // result); `warp` is the calling warp's place among the BLOCK threads.
 //
-// WHOLE: the BLOCK threads are the whole block, and a run state with a `block_end` (ExactSum's:
-// integer atomics in shared memory) joins the threads' states with it instead.
+// WHOLE: the BLOCK threads are the whole block, and a run with a `block_end` (ExactSum's:
+// integer atomics in shared memory) runs its own `whole_run` over the block's tiles instead
+// where its `whole_fits` allows and the input is aligned for 16-byte loads (cf::stages_input),
+// else joins the threads' states with `block_end`.
 template <class R, class = void> struct has_block_end { static constexpr bool value = false; };
 template <class R> struct has_block_end<R, typename void_type<decltype(&R::template block_end<32>)>::type> {
     static constexpr bool value = true;
@@ -431,6 +432,10 @@ template <class Op, int BLOCK, int K, int VEC, bool WHOLE = false, class Loader>
 __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader& ld, u64 first, u64 tiles, u64 n,
                                                      typename Op::Acc* smem, int warp) {
     typedef Run<Op> R;
+    if constexpr (WHOLE && has_block_end<R>::value && stages_input<Loader>::value) {
+        if constexpr (R::template whole_fits<BLOCK, K, VEC>())
+            return R::template whole_run<BLOCK, K, VEC>(op, ld.x, first, tiles, n, smem);
+    }
     constexpr u64 SEG = 32ull * VEC;
     constexpr u64 TILE = (u64)BLOCK * K * VEC;
     const int lane = threadIdx.x & 31;

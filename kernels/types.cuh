@@ -358,4 +358,21 @@ __device__ __forceinline__ u64 next_pow2(u64 n) {
 // floor(log2(n)) for n >= 1 (0 for n <= 1), usable in constant expressions.
 __host__ __device__ constexpr int ilog2(int n) { return n <= 1 ? 0 : 1 + ilog2(n / 2); }
 
+// ---- asynchronous copies (sm_80 and later) ---------------------------------------------
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)  // (not in the host check)
+// Starts a 16-byte copy from global to shared memory (both 16-byte aligned): it travels while
+// the thread goes on, and is visible to the thread after a wait for its commit group.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+// Closes the thread's copies started since the last commit into one group.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N of the thread's groups are still travelling (the newest N).
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+#endif
+
 }  // namespace cf

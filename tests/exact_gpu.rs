@@ -174,6 +174,25 @@ fn random_sums_on_the_gpu_have_the_cpus_bits() {
     assert_eq!(got, 16777216.0 + 67108864.0);
 }
 
+/// Long arrays whose elements nearly all leave the expansions (exponents over hundreds of
+/// binades): each block of the whole-array kernel reduces tens of tiles, so its warps carry
+/// their deposited chunks in the middle of the run as well as at its end, and an infinity
+/// and a NaN late in the array still decide the result.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn long_runs_of_deposits_have_the_cpus_bits() {
+    let mut r = rng(0x5eed_10c9);
+    let n = 50_000_017;
+    let mut x64 = wide_exponents::<f64>(n, &mut r);
+    check_reduce(&x64, "wide f64, 5e7");
+    x64[n - 5] = f64::INFINITY;
+    check_reduce(&x64, "wide f64, 5e7, +inf near the end");
+    let mut x32 = wide_exponents::<f32>(n, &mut r);
+    check_reduce(&x32, "wide f32, 5e7");
+    x32[n / 2] = f32::NAN;
+    check_reduce(&x32, "wide f32, 5e7, NaN in the middle");
+}
+
 /// Rows and segments on every schedule, and runs of keys: the GPU's bits are the CPU's.
 fn check_segments<F: Fmt + ExactFloat>(xs: &[F], what: &str)
 where
@@ -284,7 +303,7 @@ fn exact_kernels_compile_for_hopper() {
     // sm_90, on every core.
     type Job = Box<dyn FnOnce() -> Option<String> + Send>;
     fn jobs<T: DeviceValue, O: Operator<T>>(op: O, out: &mut Vec<Job>) {
-        for block in [32u32, 1024] {
+        for block in [32u32, 128, 1024] {
             let shape = ReduceShape {
                 order_free: O::ORDER_FREE,
                 ..ReduceShape::for_sizes(std::mem::size_of::<T>(), block).unwrap()
