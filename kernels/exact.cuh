@@ -86,25 +86,21 @@ template <int K> __device__ __forceinline__ void normalize(i64 (&c)[K]) {
     c[K - 1] += carry;
 }
 
-// mant * 2^pos (pos counted from the unit), negated if neg, added by add(chunk, part): the
-// low 48 - s bits of mant into chunk pos / 48, the next 48 into the one above, and, for a
+// mant * 2^pos (pos counted from the unit), negated if neg, added into c (not normalised):
+// the low 48 - s bits of mant into chunk pos / 48, the next 48 into the one above, and, for a
 // 53-bit significand shifted by more than 43, the rest into the third.
-template <class Add> __device__ __forceinline__ void deposit_by(Add add, bool neg, u64 mant, int pos) {
+template <int K> __device__ __forceinline__ void deposit(i64 (&c)[K], bool neg, u64 mant, int pos) {
     const int i = pos / DIGIT, s = pos % DIGIT;
     const i64 lo = (i64)(mant << s) & MASK;
     const i64 mid = (i64)(mant >> (DIGIT - s)) & MASK;
     const i64 hi = s > 2 * DIGIT - 64 ? (i64)(mant >> (2 * DIGIT - s)) : 0;
-    add(i, neg ? -lo : lo);
-    add(i + 1, neg ? -mid : mid);
-    if (hi != 0) add(i + 2, neg ? -hi : hi);
-}
-// The same into c (not normalised).
-template <int K> __device__ __forceinline__ void deposit(i64 (&c)[K], bool neg, u64 mant, int pos) {
-    deposit_by([&](int i, i64 v) { c[i] += v; }, neg, mant, pos);
+    c[i] += neg ? -lo : lo;
+    c[i + 1] += neg ? -mid : mid;
+    if (hi != 0) c[i + 2] += neg ? -hi : hi;
 }
 
-// x added by add(chunk, part) (cf::exact::deposit_by) and into the flags.
-template <class T, class Add> __device__ __forceinline__ void add_element_by(Add add, u64& flags, T x) {
+// x added into c (not normalised) and into the flags.
+template <class T, int K> __device__ __forceinline__ void add_element(i64 (&c)[K], u64& flags, T x) {
     typedef exact_traits<T> F;
     const u64 b = F::bits(x);
     const bool neg = ((b >> (F::MANT + F::EXP)) & 1) != 0;
@@ -119,12 +115,8 @@ template <class T, class Add> __device__ __forceinline__ void add_element_by(Add
         flags |= SEEN | NOT_NEG_ZERO;
         const u64 mant = e == 0 ? frac : frac | (1ull << F::MANT);
         const int pos = (int)(e == 0 ? 0 : e - 1) + sub_exp(F::MANT, F::EXP) - F::LOW;
-        deposit_by(add, neg, mant, pos);
+        deposit(c, neg, mant, pos);
     }
-}
-// x added into c (not normalised) and into the flags.
-template <class T, int K> __device__ __forceinline__ void add_element(i64 (&c)[K], u64& flags, T x) {
-    add_element_by([&](int i, i64 v) { c[i] += v; }, flags, x);
 }
 
 // The bits of a NaN or an infinity the flags call for, or false.
@@ -468,28 +460,6 @@ template <class F, class Acc, class T> __device__ __noinline__ void spill_elemen
 // Accumulators passed by value: the f32 (f16, bf16) one.
 template <class F> struct spill_by_value { static constexpr bool value = F::K <= 8; };
 
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)  // (not in the host check)
-// The whole-array run's spills (ExactRun::whole_run): into its warp's accumulator in shared
-// memory (K chunks, not normalised), with integer atomics, which commute. An expansion's
-// last error r (finite, a whole multiple of 2^LOW):
-template <class F> __device__ __noinline__ void spill_double_shared(i64* area, double r) {
-    i64 part[3];
-    int at[3];
-    const int parts = split_double(r, F::LOW, F::K, part, at);
-    for (int j = 0; j < parts; ++j)
-        if (part[j] != 0) atomicAdd(reinterpret_cast<unsigned long long*>(area + at[j]), (unsigned long long)part[j]);
-}
-// An element the expansions do not take (exact_fast::fits false): its digits, and its flags
-// returned.
-template <class F, class T> __device__ __noinline__ unsigned spill_element_shared(i64* area, T x) {
-    u64 flags = 0;
-    add_element_by(
-        [&](int i, i64 v) { atomicAdd(reinterpret_cast<unsigned long long*>(area + i), (unsigned long long)v); },
-        flags, x);
-    return (unsigned)flags;
-}
-#endif
-
 }  // namespace exact
 
 template <class Op> struct ExactRun {
@@ -713,11 +683,12 @@ template <class Op> struct ExactRun {
     //   compiler moved the loaded registers into the buffer's right after the loads, which
     //   waited for them.
     // - What the expansions do not take (an element that does not fit, an error left after
-    //   the last term) is queued in shared memory, a slot a lane an element of a load.
-    //   After each load a lane with queued values deposits them into its warp's accumulator
-    //   in shared memory (K chunks, integer atomics, which commute), with their flags. A
-    //   lane deposits at most one value's parts into a chunk an element, so every
-    //   RUN_ADDS / (32 K VEC) tiles with a deposit the warp carries its chunks once.
+    //   the last term) is queued in shared memory, a slot a lane an element of a group of
+    //   loads (exact_fast::GROUP). After each group a lane with queued values deposits them
+    //   into its warp's accumulator in shared memory (K chunks, integer atomics, which
+    //   commute), with their flags. A lane deposits at most one value's parts into a chunk
+    //   an element, so every RUN_ADDS / (32 K VEC) tiles with a deposit the warp carries its
+    //   chunks once.
     // - The tests (fits, whether any error is left for the next term) are integer
     //   instructions on the bits, which leave the FP64 pipe to the TwoSums.
     // Stages of the ring: 2 (one tile ahead) measured as fast as 3 for f32 and 5% faster
