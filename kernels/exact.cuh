@@ -699,8 +699,11 @@ template <class Op> struct ExactRun {
     // inputs, fit; f32 from 256 threads does not). The others run cf::free_run with
     // block_end.
     template <int BLOCK, int K, int VEC> static __host__ __device__ constexpr bool whole_fits() {
-        constexpr int ne = X::GROUP > VEC ? X::GROUP : VEC;
-        return STAGES * K * BLOCK * 16 + (BLOCK / 32) * (ne * 32 * 8 + F::K * 8) <= 40960;
+        return STAGES * K * BLOCK * 16 + (BLOCK / 32) * (group_elems<VEC>() * 32 * 8 + F::K * 8) <= 40960;
+    }
+    // The elements of whole_run's groups: the loads that hold at least X::GROUP elements.
+    template <int VEC> static __host__ __device__ constexpr int group_elems() {
+        return X::GROUP > VEC ? X::GROUP : VEC;
     }
     template <int BLOCK, int K, int VEC>
     static __device__ __forceinline__ Acc whole_run(const Op&, const In* x, u64 first, u64 tiles, u64 n, Acc* smem) {
@@ -709,9 +712,9 @@ template <class Op> struct ExactRun {
         constexpr u64 SEG = 32ull * VEC, TILE = (u64)BLOCK * K * VEC;
         constexpr unsigned NORM = exact::RUN_ADDS / (32 * K * VEC) > 0 ? exact::RUN_ADDS / (32 * K * VEC) : 1;
         __shared__ uint4 ring[STAGES][K][BLOCK];
-        // Loads a group: at least GROUP elements, whose tests and queue are shared.
-        constexpr int G = X::GROUP / VEC > 1 ? X::GROUP / VEC : 1, NE = G * VEC;
-        static_assert(K % G == 0, "whole_run: groups of loads");
+        // Loads a group, whose tests and queue its elements share.
+        constexpr int NE = group_elems<VEC>(), G = NE / VEC;
+        static_assert(NE % VEC == 0 && K % G == 0, "whole_run: groups of whole loads");
         __shared__ double queue[WARPS][NE][32];  // slot-major: a group's pushes hit distinct banks
         __shared__ i64 area[WARPS][F::K];
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
