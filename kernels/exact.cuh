@@ -229,7 +229,11 @@ template <class T> __device__ __forceinline__ T sum_of(const ExactAcc<exact_trai
 
 // ExactMean's finish: the exact sum over n rounded once (NaN for n = 0). The quotient of the
 // digits with one zero digit appended below the unit, from the top digit down (each step a
-// 112-bit by 64-bit division, cf::div128by64); the remainder is the sticky bit.
+// 112-bit by 64-bit division, cf::div128by64). Leading zero digits have zero quotients, and
+// three quotient digits from the first non-zero one hold every bit the rounding reads (the
+// significand, the rounding bit: at most 55 bits below the leading one); what is left below
+// them is only the sticky bit, set where the remainder or any lower digit is not zero. The
+// division takes three or four steps where it took K (45 for f64).
 template <class T> __device__ __forceinline__ T mean_of(const ExactAcc<exact_traits<T>::K>& a, u64 n) {
     typedef exact_traits<T> F;
     constexpr int K = F::K;
@@ -243,16 +247,29 @@ template <class T> __device__ __forceinline__ T mean_of(const ExactAcc<exact_tra
 #pragma unroll
     for (int i = 0; i < K; ++i) zero &= mag[i] == 0;
     if (zero) return F::of(zero_bits(a.flags, F::MANT, F::EXP));
+    // q[j + 1]: the quotient digit of mag[j] (q[0] that of the appended zero digit).
     u64 q[K + 1];
-    q[K] = mag[K - 1] / n;
-    u64 rem = mag[K - 1] % n;
-    for (int j = K - 2; j >= -1; --j) {
+    for (int j = 0; j <= K; ++j) q[j] = 0;
+    int j = K - 1;
+    while (mag[j] == 0) --j;  // not all zero
+    q[j + 1] = mag[j] / n;
+    u64 rem = mag[j] % n;
+    int digits = q[j + 1] != 0;
+    bool sticky = false;
+    for (--j; j >= -1; --j) {
+        if (digits == 3) {
+            sticky = rem != 0;
+            for (int i = j; i >= 0; --i) sticky |= mag[i] != 0;
+            break;
+        }
         const u64 d = j >= 0 ? mag[j] : 0ull;
         u64 r;
         q[j + 1] = div128by64(rem >> (64 - DIGIT), (rem << DIGIT) | d, n, &r);
         rem = r;
+        digits += digits > 0 || q[j + 1] != 0;
     }
-    return F::of(round_digits(neg, q, K + 1, F::LOW - DIGIT, rem != 0, F::MANT, F::EXP));
+    sticky |= rem != 0;
+    return F::of(round_digits(neg, q, K + 1, F::LOW - DIGIT, sticky, F::MANT, F::EXP));
 }
 
 }  // namespace exact
@@ -732,27 +749,35 @@ template <class Op> struct ExactRun {
         unsigned flags = 0, queued = 0;
         bool seen = false, deposited = false;
         const auto push = [&](double v) { queue[warp][queued++][lane] = v; };
-        // The lane's queued values into the warp's chunks.
+        // The lanes' queued values into the warp's chunks, in a loop the whole warp takes in
+        // step (as many rounds as the fullest queue; a lane past its own queue adds zero, and
+        // the branches are selects): a loop over each lane's own count let the compiler run
+        // the lanes' iterations apart, and ExactMean's kernel, whose loop is the same, took
+        // twice ExactSum's instructions on spill-heavy data at under 8 active lanes an
+        // instruction (ncu).
         const auto drain = [&]() {
-            if (queued == 0) return;
+            const unsigned most = __reduce_max_sync(0xffffffffu, queued);
+            if (most == 0) return;
 #pragma unroll 1
-            for (unsigned q = 0; q < queued; ++q) {
-                const double v = queue[warp][q][lane];
+            for (unsigned q = 0; q < most; ++q) {
+                const bool live = q < queued;
+                const double v = live ? queue[warp][q][lane] : 0.0;
                 const u64 b = (u64)__double_as_longlong(v);
-                flags |= exact::NOT_NEG_ZERO;  // never 0: a non-zero error, or an element that does not fit
-                if (((b >> 52) & 0x7ff) == 0x7ff) {
-                    flags |= (b << 12) != 0 ? exact::NAN_F : (b >> 63) != 0 ? exact::NEG_INF : exact::POS_INF;
-                } else {
-                    i64 part[3];
-                    int at[3];
-                    const int parts = exact::split_double(v, F::LOW, F::K, part, at);
-                    for (int p = 0; p < parts; ++p)
-                        if (part[p] != 0)
-                            atomicAdd(reinterpret_cast<unsigned long long*>(mine + at[p]), (unsigned long long)part[p]);
-                }
+                const bool special = ((b >> 52) & 0x7ff) == 0x7ff;
+                // A queued value is never 0 (a non-zero error, or an element that does not fit).
+                const unsigned kind =
+                    special ? ((b << 12) != 0 ? exact::NAN_F : (b >> 63) != 0 ? exact::NEG_INF : exact::POS_INF) : 0u;
+                flags |= live ? (unsigned)exact::NOT_NEG_ZERO | kind : 0u;
+                i64 part[3];
+                int at[3];
+                const int parts = exact::split_double(special ? 0.0 : v, F::LOW, F::K, part, at);
+#pragma unroll
+                for (int p = 0; p < 3; ++p)
+                    if (p < parts && part[p] != 0)
+                        atomicAdd(reinterpret_cast<unsigned long long*>(mine + at[p]), (unsigned long long)part[p]);
             }
+            deposited |= queued != 0;
             queued = 0;
-            deposited = true;
         };
         // NE values (each fits, or -0.0) through the terms of expansions (base + i) % E: the
         // first ALWAYS terms for every group, the next ones only while some error is left;
