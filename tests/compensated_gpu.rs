@@ -18,7 +18,7 @@ mod common;
 use common::{gen_sum, rng, wide_exponents, Fmt};
 use cufold::ops::{CompensatedSum, CompensatedWord, CudaOp, DoubleWord, Operator};
 use cufold::reduce::{ReduceConfig, ReduceShape};
-use cufold::scan::ScanConfig;
+use cufold::scan::{ScanConfig, ScanShape, TypeSizes};
 use cufold::segment::{Rows, Schedule, SegmentConfig};
 use cufold::{bf16, f16, Cpu, DeviceValue, Element, Gpu, ScanAlgorithm, ScanKind};
 use rand::Rng;
@@ -79,16 +79,21 @@ where
         );
     }
     let n = xs.len();
-    for algorithm in [
-        None,
-        Some(ScanAlgorithm::WarpShuffle),
-        Some(ScanAlgorithm::Blelloch),
-        Some(ScanAlgorithm::HillisSteele),
+    // Each block scan, and the large inputs' shapes at any size (large_from(0)): the large
+    // tiles with warp shuffles, resident tiles of double words with the default.
+    for (algorithm, large) in [
+        (None, false),
+        (Some(ScanAlgorithm::WarpShuffle), false),
+        (Some(ScanAlgorithm::Blelloch), false),
+        (Some(ScanAlgorithm::HillisSteele), false),
+        (None, true),
+        (Some(ScanAlgorithm::WarpShuffle), true),
     ] {
         let config = match algorithm {
             None => ScanConfig::default(),
             Some(a) => ScanConfig::default().algorithm(a),
         };
+        let config = if large { config.large_from(0) } else { config };
         let s = g
             .scanner_with::<F, _>(CompensatedSum, config)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -99,7 +104,7 @@ where
             let got = g.stream().clone_dtoh(&out).unwrap();
             if let Some(i) = first_difference(&got, &want) {
                 panic!(
-                    "{what}: {kind:?} scan of {n} ({algorithm:?}): at {i} GPU {:?} != CPU {:?}",
+                    "{what}: {kind:?} scan of {n} ({algorithm:?}, large shape: {large}): at {i} GPU {:?} != CPU {:?}",
                     got.get(i),
                     want.get(i)
                 );
@@ -341,8 +346,9 @@ fn a_scan_of_2_28_u01_f32_values_does_not_drift() {
 #[ignore = "needs NVRTC (part of the CUDA toolkit)"]
 fn compensated_kernels_compile_for_hopper() {
     // Without a device: the reduction kernels at the smallest and largest block size, with
-    // and without vector loads, and the segment kernels of every group size, for every
-    // element type, through NVRTC for sm_90.
+    // and without vector loads, the segment kernels of every group size, and the scan
+    // kernels with runs in registers, resident tiles and the large tiles, for every element
+    // type, through NVRTC for sm_90.
     fn jobs<T: DeviceValue>(failed: &mut Vec<String>)
     where
         CompensatedSum: Operator<T>,
@@ -365,6 +371,29 @@ fn compensated_kernels_compile_for_hopper() {
                     "segments over {} (group {group}): {e}",
                     T::cuda_name()
                 ));
+            }
+        }
+        let sizes = TypeSizes::of::<T, CompensatedSum>();
+        let cuda = <CompensatedSum as Operator<T>>::cuda(&op);
+        // Runs in registers; resident tiles as large inputs take them (double words of 4
+        // bytes); the large tiles where the warp-shuffle scan has them.
+        let small = ScanShape::fitting(sizes, 256, 128, ScanAlgorithm::Blelloch, true).unwrap();
+        let mut shapes = vec![small];
+        if sizes.acc <= 8 {
+            shapes.push(ScanShape {
+                resident: true,
+                min_blocks: 5,
+                ..small
+            });
+        }
+        shapes.extend(ScanShape::large(
+            sizes,
+            ScanAlgorithm::WarpShuffle,
+            228 * 1024,
+        ));
+        for shape in shapes {
+            if let Err(e) = cufold::scan::compile_kernel(&cuda, 0, sizes, &shape, "sm_90") {
+                failed.push(format!("scan of {} ({shape:?}): {e}", T::cuda_name()));
             }
         }
     }
