@@ -50,7 +50,7 @@ template <class Op, int VEC, int DRAW> struct SampleLoader {
     u64 n;
     u64 base;  // sample_base(op): the run's first sample
 
-    // The VEC samples at p, unlifted (lane runs: reduce.cuh's tile_reduce_runs; the run's
+    // The VEC samples at p, unlifted (lane runs: reduce.cuh's warp_runs; the run's
     // whole tiles only, so all VEC are in range).
     __device__ __forceinline__ void fetch(u64 p, S (&s)[VEC]) const {
         T v[VEC * D];
@@ -103,7 +103,10 @@ typedef CF_OP cf_op_t;
 typedef cf_op_t::Acc cf_acc_t;
 typedef cf_op_t::Out cf_out_t;
 
-extern "C" __global__ void __launch_bounds__(CF_BLOCK)
+// Operators with lane runs (MeanVar) ask for 640 threads an SM, as in reduce.cuh
+// (cf::min_blocks): the 4-d Gaussian's MeanVar kernel took 135 registers when its tiles'
+// joins moved into groups, one block of 256 an SM instead of two.
+extern "C" __global__ void __launch_bounds__(CF_BLOCK, cf::lane_runs<cf_op_t>::value ? 640 / CF_BLOCK : 1)
 cf_monte_carlo(cf::u64 seed, cf::u64 n, cf::u64 tiles_per_block, cf::u64 limit, cf_acc_t* partials,
                unsigned long long* ticket, cf_out_t* out,
                const cf::OpBytes<CF_OP_BYTES> op_bytes) {

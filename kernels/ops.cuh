@@ -152,6 +152,12 @@ __device__ __forceinline__ bool meanvar_tame(i64) { return true; }
 __device__ __forceinline__ bool meanvar_tame(unsigned) { return true; }
 __device__ __forceinline__ bool meanvar_tame(u64) { return true; }
 __device__ __forceinline__ bool meanvar_tame(unsigned char) { return true; }
+template <class T> struct meanvar_int { static constexpr bool value = false; };
+template <> struct meanvar_int<int> { static constexpr bool value = true; };
+template <> struct meanvar_int<i64> { static constexpr bool value = true; };
+template <> struct meanvar_int<unsigned> { static constexpr bool value = true; };
+template <> struct meanvar_int<u64> { static constexpr bool value = true; };
+template <> struct meanvar_int<unsigned char> { static constexpr bool value = true; };
 
 // Chan, Golub and LeVeque's pairwise combination of (count, mean, sum of squared deviations),
 // with NumPy's answers on infinities and overflow (src/ops/stats.rs).
@@ -190,6 +196,29 @@ template <class T> struct MeanVar {
         r.mean = a.mean + d * 0.5;
         r.m2 = a.m2 + b.m2 + d * d * (a.count * 0.5);
         return r;
+    }
+    // combine_tame of two lifted inputs (counts 1, m2s +0), with its bits: (+0 + +0) + y is y
+    // for y = d d / 2 >= +0, and for inputs of at most 4 bytes (f32, halves, 32-bit integers)
+    // d is 0 or at least 2^-149 and at most 2^129 in magnitude, so d / 2 is exact and
+    // (d / 2) d is d d rounded once, halved exactly.
+    __device__ Acc combine_lifted_tame(Acc a, Acc b) const {
+        Acc r;
+        r.count = 2.0;
+        const double d = b.mean - a.mean;
+        const double h = d * 0.5;
+        r.mean = a.mean + h;
+        r.m2 = sizeof(T) <= 4 ? h * d : d * d * 0.5;
+        return r;
+    }
+    // Integers are tame with no test (meanvar_tame); floats check their trees instead.
+    static constexpr bool TREE_CHECK = !meanvar_int<T>::value;
+    // Whether a tree built with the tame combine has combine's bits: its m2 gathers every
+    // node's d d (non-negative terms, so an infinity or NaN stays), so a finite m2 means
+    // every d was finite, where the two agree. `bounded`: its mean is within the tame bound,
+    // so that it joins another such tree with a finite d.
+    __device__ bool tree_tame(Acc a, bool& bounded) const {
+        bounded = fabs(a.mean) <= 4.49423283715579e307;
+        return isfinite(a.m2);
     }
     __device__ __forceinline__ Acc weighted(Acc a, Acc b, double w) const {
         Acc r;
@@ -280,6 +309,8 @@ template <class F, class O> struct Mapped {
     // that an O without one compiles.
     template <class Q = O> __device__ bool tame_acc(Acc a) const { return o.tame_acc(a); }
     template <class Q = O> __device__ Acc combine_tame(Acc a, Acc b) const { return o.combine_tame(a, b); }
+    template <class Q = O> __device__ Acc combine_lifted_tame(Acc a, Acc b) const { return o.combine_lifted_tame(a, b); }
+    template <class Q = O> __device__ bool tree_tame(Acc a, bool& bounded) const { return o.tree_tame(a, bounded); }
 };
 
 // A distributed array's chunk (src/dist): O over positions `first` onwards of the global
@@ -298,6 +329,8 @@ template <class O> struct At {
     template <class Q = O> __device__ bool tame(In x) const { return o.tame(x); }
     template <class Q = O> __device__ bool tame_acc(Acc a) const { return o.tame_acc(a); }
     template <class Q = O> __device__ Acc combine_tame(Acc a, Acc b) const { return o.combine_tame(a, b); }
+    template <class Q = O> __device__ Acc combine_lifted_tame(Acc a, Acc b) const { return o.combine_lifted_tame(a, b); }
+    template <class Q = O> __device__ bool tree_tame(Acc a, bool& bounded) const { return o.tree_tame(a, bounded); }
 };
 template <class O> struct Tree {
     typedef typename O::In In; typedef typename O::Acc Acc; typedef typename O::Acc Out;
@@ -309,6 +342,8 @@ template <class O> struct Tree {
     template <class Q = O> __device__ bool tame(In x) const { return o.tame(x); }
     template <class Q = O> __device__ bool tame_acc(Acc a) const { return o.tame_acc(a); }
     template <class Q = O> __device__ Acc combine_tame(Acc a, Acc b) const { return o.combine_tame(a, b); }
+    template <class Q = O> __device__ Acc combine_lifted_tame(Acc a, Acc b) const { return o.combine_lifted_tame(a, b); }
+    template <class Q = O> __device__ bool tree_tame(Acc a, bool& bounded) const { return o.tree_tame(a, bounded); }
 };
 
 // A thread's private run for an order-free operator (cf::free_run in reduce.cuh): the state

@@ -222,6 +222,20 @@ template <class Op, class = void> struct byte_runs { static constexpr bool value
 template <class Op> struct byte_runs<Op, typename void_type<decltype(Op::BYTE_RUNS)>::type> {
     static constexpr bool value = Op::BYTE_RUNS;
 };
+// An operator may instead check its tame combine's result (`tree_tame(tree, bounded)`: whether
+// a tree built with the tame combine has combine's bits, and in `bounded` whether it may join
+// others with it), and give a cheaper tame combine of two lifted inputs
+// (`combine_lifted_tame`), and say with `TREE_CHECK` whether to (MeanVar of floats; its
+// integers are always tame, with no test). lane_run_by_load then tests one tree a load, not
+// every input.
+template <class Op, class = void> struct checks_tame { static constexpr bool value = false; };
+template <class Op> struct checks_tame<Op, typename void_type<decltype(&Op::tree_tame)>::type> {
+    static constexpr bool value = Op::TREE_CHECK;
+};
+template <class F, class O> struct checks_tame<Mapped<F, O>, void> { static constexpr bool value = checks_tame<O>::value; };
+template <class O> struct checks_tame<At<O>, void> { static constexpr bool value = checks_tame<O>::value; };
+template <class O> struct checks_tame<Tree<O>, void> { static constexpr bool value = checks_tame<O>::value; };
+template <class W> struct checks_tame<WrappedFull<W>, void> { static constexpr bool value = checks_tame<W>::value; };
 template <class Op> struct TameCombine : Op {
     __device__ __forceinline__ typename Op::Acc combine(typename Op::Acc a, typename Op::Acc b) const {
         return Op::combine_tame(a, b);
@@ -263,33 +277,58 @@ __device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const
         typename Op::In raw[VEC];
         src(k, raw);
         Acc items[VEC];
-        bool tame = RAW || LIFTED;
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) {
-            items[i] = op.lift(raw[i], at + (u64)k * VEC + i);
-            if constexpr (RAW)
-                tame &= op.tame(raw[i]);
-            else if constexpr (LIFTED)
-                tame &= op.tame_acc(items[i]);
-        }
-        all &= tame;
         TameCombine<Op> tc;
         static_cast<Op&>(tc) = op;
+        if constexpr (checks_tame<Op>::value && VEC >= 2) {
+            // The load's tree with the tame combine, its leaves' pairs by the cheaper form for
+            // lifted inputs, then the result checked: a finite m2 means every difference of
+            // the tree was finite, where the tame combine has combine's bits. Otherwise (an
+            // infinity, a NaN, a difference past DBL_MAX) the tree again with combine. The
+            // loads' trees join with the tame combine while every one so far also had a mean
+            // within the tame bound (their differences are then finite).
+#pragma unroll
+            for (int i = 0; i < VEC; i += 2)
+                items[i] = tc.combine_lifted_tame(op.lift(raw[i], at + (u64)k * VEC + i),
+                                                  op.lift(raw[i + 1], at + (u64)k * VEC + i + 1));
+#pragma unroll
+            for (int s = 2; s < VEC; s <<= 1)
+#pragma unroll
+                for (int i = 0; i < VEC; i += 2 * s) items[i] = tc.combine(items[i], items[i + s]);
+            bool bounded = true;
+            if (!tc.tree_tame(items[0], bounded)) {
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) items[i] = op.lift(raw[i], at + (u64)k * VEC + i);
+                thread_reduce(op, items, RUN);
+                bounded = false;
+            }
+            all &= bounded;
+        } else {
+            bool tame = RAW || LIFTED;
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) {
+                items[i] = op.lift(raw[i], at + (u64)k * VEC + i);
+                if constexpr (RAW)
+                    tame &= op.tame(raw[i]);
+                else if constexpr (LIFTED)
+                    tame &= op.tame_acc(items[i]);
+            }
+            all &= tame;
+            if constexpr (RAW || LIFTED) {
+                if (tame)
+                    thread_reduce(tc, items, RUN);
+                else
+                    thread_reduce(op, items, RUN);
+            } else {
+                thread_reduce(op, items, RUN);
+            }
+        }
         // combine, or the tame combine where `ok` (only for an operator with a tame test).
         const auto join = [&](bool ok, Acc a, Acc b) {
-            if constexpr (RAW || LIFTED)
+            if constexpr (RAW || LIFTED || checks_tame<Op>::value)
                 return ok ? tc.combine(a, b) : op.combine(a, b);
             else
                 return op.combine(a, b);
         };
-        if constexpr (RAW || LIFTED) {
-            if (tame)
-                thread_reduce(tc, items, RUN);
-            else
-                thread_reduce(op, items, RUN);
-        } else {
-            thread_reduce(op, items, RUN);
-        }
         Acc t = items[0];
         int level = 0;
 #pragma unroll
@@ -314,20 +353,19 @@ template <int K, int VEC> __device__ __forceinline__ u64 lane_run_at(u64 base) {
     constexpr u64 RUN = (u64)K * VEC;
     return base + (u64)(threadIdx.x >> 5) * 32 * RUN + (u64)(threadIdx.x & 31) * RUN;
 }
-// The tile's tree from the lanes' runs (lane_run_by_load, loads from `src`): the warp joins
-// its 32 runs, the block its warps.
-template <class Op, int BLOCK, int K, int VEC, class Source>
-__device__ __forceinline__ typename Op::Acc join_lane_runs(const Op& op, const Source& src, u64 at,
-                                                           typename Op::Acc* smem) {
-    return block_reduce_warps<BLOCK>(op, warp_reduce(op, lane_run_by_load<Op, K, VEC>(op, src, at)), smem);
+// The tree over the calling warp's 32 lane runs of a tile (lane_run_by_load, loads from
+// `src`), in lane 0.
+template <class Op, int K, int VEC, class Source>
+__device__ __forceinline__ typename Op::Acc warp_lane_runs(const Op& op, const Source& src, u64 at) {
+    return warp_reduce(op, lane_run_by_load<Op, K, VEC>(op, src, at));
 }
-template <class Op, int BLOCK, int K, int VEC, class Loader>
-__device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const Loader& ld, u64 base,
-                                                             typename Op::Acc* smem) {
+// The warp's tree over its lane runs of the tile at `base`, read through `ld` (in lane 0).
+template <class Op, int K, int VEC, class Loader>
+__device__ __forceinline__ typename Op::Acc warp_runs(const Op& op, const Loader& ld, u64 base) {
     const u64 at = lane_run_at<K, VEC>(base);
     if constexpr (draws_input<Loader>::value) {
         const auto src = [&](int k, typename Op::In (&raw)[VEC]) { ld.fetch(at + (u64)k * VEC, raw); };
-        return join_lane_runs<Op, BLOCK, K, VEC>(op, src, at, smem);
+        return warp_lane_runs<Op, K, VEC>(op, src, at);
     } else {
         // The raw inputs first, all K loads in flight, then joined a load at a time.
         typename Op::In raw[K][VEC];
@@ -337,7 +375,7 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_runs(const Op& op, const
 #pragma unroll
             for (int i = 0; i < VEC; ++i) v[i] = raw[k][i];
         };
-        return join_lane_runs<Op, BLOCK, K, VEC>(op, src, at, smem);
+        return warp_lane_runs<Op, K, VEC>(op, src, at);
     }
 }
 
@@ -373,16 +411,15 @@ __device__ __forceinline__ void cp_async_wait_prior() {
     asm volatile("cp.async.wait_group 1;" ::: "memory");
     __syncwarp();
 }
-// tile_reduce_runs from the lane's run in its warp's stage.
-template <class Op, int BLOCK, int K, int VEC>
-__device__ __forceinline__ typename Op::Acc tile_reduce_staged(const Op& op, const uint4* stage, u64 base,
-                                                               typename Op::Acc* smem) {
+// warp_runs from the lane's run in its warp's stage.
+template <class Op, int K, int VEC>
+__device__ __forceinline__ typename Op::Acc warp_runs_staged(const Op& op, const uint4* stage, u64 base) {
     const uint4* run = stage + (threadIdx.x & 31) * (K + 1);
     const auto src = [&](int k, typename Op::In (&raw)[VEC]) {
         const uint4 w = run[k];
         memcpy(raw, &w, sizeof(w));
     };
-    return join_lane_runs<Op, BLOCK, K, VEC>(op, src, lane_run_at<K, VEC>(base), smem);
+    return warp_lane_runs<Op, K, VEC>(op, src, lane_run_at<K, VEC>(base));
 }
 
 // One thread's K loads of a tile folded into its run state `st` (cf::Run), in index order:
@@ -459,7 +496,11 @@ __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader&
 // an accumulator of at most 8 bytes and no lane runs (the sums, products and means) asks for
 // a full multiprocessor, 32 registers a thread: left to itself the compiler took 33 to 41 for
 // f16 sums, f32 means and f64 sums, which in blocks of 1024 holds one block an SM, half the
-// threads (and fits in 32 with no spill). Other operators: 1, no bound on registers.
+// threads (and fits in 32 with no spill). Operators with lane runs (MeanVar, the compensated
+// and f64 sums; not MeanVar of bytes, which keeps a join a tile) ask for 640 threads, 102
+// registers a thread: f16 MeanVar's kernel took 106 when its tiles' joins moved into groups
+// (reduce_grid), which held four blocks of 128 an SM instead of five, and fits in 90 with no
+// spill. Other operators: 1, no bound on registers.
 template <class R, class = void> struct run_regs { static constexpr int value = 0; };
 template <class R> struct run_regs<R, typename void_type<decltype(R::REGS)>::type> {
     static constexpr int value = R::REGS;
@@ -467,7 +508,8 @@ template <class R> struct run_regs<R, typename void_type<decltype(R::REGS)>::typ
 template <class Op, int BLOCK, bool ORDER_FREE> struct min_blocks {
     static constexpr int regs = run_regs<Run<Op>>::value;
     static constexpr bool light = !ORDER_FREE && sizeof(typename Op::Acc) <= 8 && !lane_runs<Op>::value;
-    static constexpr int by_regs = regs > 0 ? 65536 / (BLOCK * regs) : light ? 2048 / BLOCK : 1;
+    static constexpr int by_regs =
+        regs > 0 ? 65536 / (BLOCK * regs) : light ? 2048 / BLOCK : lane_runs<Op>::value && !byte_runs<Op>::value && !ORDER_FREE ? 640 / BLOCK : 1;
     static constexpr int value = by_regs < 1 ? 1 : by_regs > 2048 / BLOCK ? 2048 / BLOCK : by_regs;
 };
 
@@ -506,6 +548,31 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
             if (whole(0)) stage_tile_runs<K, VEC>(ld.x, first, mine);
             cp_async_commit();
         }
+        // Binary counter: node t, which closes tile j at `level` (0 for a tile, log2 of the
+        // tiles a group for a group ending at tile j), closes every complete aligned group it
+        // ends.
+        const auto push = [&](Acc t, u64 j, int level) {
+            while ((j >> level) & 1) {
+                t = op.combine(stack[level], t);
+                ++level;
+            }
+            stack[level] = t;
+        };
+        // Lane-run tiles join in groups of `g` tiles (up to 64 warp nodes): each warp leaves
+        // its tree of the tile in `groups`, and after the group's last tile one barrier lets
+        // warp 0 join the group's g * WARPS nodes, in order, in one warp tree: the tiles' trees
+        // and their pairs' as the counter would have joined them, with the same bits. A
+        // barrier and a block join a tile kept every warp in step with the slowest.
+        // Runs from bytes (MeanVar<u8>: a few __dp4a a load) keep a join a tile: in groups they
+        // ran 7% slower at 2^28 (H200).
+        constexpr bool RUNS = STAGED || reads_runs<Op, Loader>::value;
+        constexpr bool GROUPED = RUNS && !byte_runs<Op>::value;
+        constexpr int NODES = 64;  // a group's most warp nodes (WARPS <= 32)
+        constexpr u64 GROUP_MOST = NODES / WARPS;
+        __shared__ Acc groups[GROUPED ? 2 : 1][GROUPED ? NODES : 1];
+        const u64 g = tiles_per_block < GROUP_MOST ? tiles_per_block : GROUP_MOST;  // a power of two
+        const int glog = __ffsll((long long)g) - 1;
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         for (u64 j = 0; j < tiles_per_block; ++j) {
             const u64 base = first + j * TILE;
             Acc t = op.identity();
@@ -517,31 +584,59 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
                     stage_tile_runs<K, VEC>(ld.x, base + TILE, mine + ((j + 1) & 1) * (BLOCK / 32) * Ring::WARP);
                 cp_async_commit();
             }
-            if constexpr (full_op<Op>::HAS || reads_runs<Op, Loader>::value) {
+            if constexpr (GROUPED) {
+                // Tile j's group lies wholly in the input.
+                if (whole(j | (g - 1))) {
+                    typedef typename full_op<Op>::type Full;
+                    Full full;
+                    static_cast<Op&>(full) = op;
+                    Acc w;
+                    if constexpr (STAGED) {
+                        cp_async_wait_prior();
+                        w = warp_runs_staged<Full, K, VEC>(full, mine + (j & 1) * (BLOCK / 32) * Ring::WARP, base);
+                    } else {
+                        w = warp_runs<Full, K, VEC>(full, ld, base);
+                    }
+                    Acc* const slots = groups[(j >> glog) & 1];
+                    if (lane == 0) slots[(j & (g - 1)) * WARPS + warp] = w;
+                    if ((j & (g - 1)) == g - 1) {
+                        __syncthreads();
+                        if (warp == 0) {
+                            // Up to 32 nodes a lane each; 64 a pair each, joined first.
+                            const int nodes = (int)g * WARPS;
+                            Acc v;
+                            if (NODES > 32 && nodes > 32)
+                                v = warp_reduce(full, full.combine(slots[2 * lane], slots[2 * lane + 1]), nodes / 2);
+                            else
+                                v = warp_reduce(full, lane < nodes ? slots[lane] : op.identity(), nodes);
+                            if (lane == 0) push(v, j, glog);
+                        }
+                    }
+                    continue;
+                }
+            }
+            if constexpr (full_op<Op>::HAS || RUNS) {
+                // A whole tile of a group that is not whole (the input ends in it), or of byte
+                // runs: alone.
                 if (!done && base + TILE <= n) {
-                    typename full_op<Op>::type full;
+                    typedef typename full_op<Op>::type Full;
+                    Full full;
                     static_cast<Op&>(full) = op;
                     if constexpr (STAGED) {
                         cp_async_wait_prior();
-                        t = tile_reduce_staged<typename full_op<Op>::type, BLOCK, K, VEC>(
-                            full, mine + (j & 1) * (BLOCK / 32) * Ring::WARP, base, smem[j & 1]);
-                    } else if constexpr (reads_runs<Op, Loader>::value)
-                        t = tile_reduce_runs<typename full_op<Op>::type, BLOCK, K, VEC>(full, ld, base, smem[j & 1]);
-                    else
-                        t = tile_reduce<typename full_op<Op>::type, BLOCK, K, VEC>(full, ld, base, limit, smem[j & 1]);
+                        t = block_reduce_warps<BLOCK>(
+                            full, warp_runs_staged<Full, K, VEC>(full, mine + (j & 1) * (BLOCK / 32) * Ring::WARP, base),
+                            smem[j & 1]);
+                    } else if constexpr (RUNS) {
+                        t = block_reduce_warps<BLOCK>(full, warp_runs<Full, K, VEC>(full, ld, base), smem[j & 1]);
+                    } else {
+                        t = tile_reduce<Full, BLOCK, K, VEC>(full, ld, base, limit, smem[j & 1]);
+                    }
                     done = true;
                 }
             }
             if (!done) t = tile_reduce<Op, BLOCK, K, VEC>(op, ld, base, limit, smem[j & 1]);
-            if (threadIdx.x == 0) {
-                // Binary counter: tile j closes every complete aligned group it ends.
-                int level = 0;
-                while ((j >> level) & 1) {
-                    t = op.combine(stack[level], t);
-                    ++level;
-                }
-                stack[level] = t;
-            }
+            if (threadIdx.x == 0) push(t, j, 0);
         }
         int top = 0;
         while ((1ull << top) < tiles_per_block) ++top;

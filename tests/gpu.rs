@@ -474,11 +474,15 @@ fn order_free_operators_give_the_canonical_bits_on_signed_zeros_and_nans() {
 #[ignore = "needs a CUDA device"]
 fn meanvar_extremes_on_the_gpu_as_on_the_cpu() {
     let g = gpu();
+    // Past 2^1022 with finite differences (MAX, MAX; 1.5e308, 1.6e308), NaN, and the rest.
     let specials = [
         (f64::MAX, -f64::MAX),
+        (f64::MAX, f64::MAX),
+        (1.5e308, 1.6e308),
         (f64::INFINITY, 1.0),
         (f64::INFINITY, f64::INFINITY),
         (f64::NEG_INFINITY, f64::INFINITY),
+        (f64::NAN, 1.0),
         (1e308, -1e308),
     ];
     for &n in &[2usize, 3, 33, 4097, 1_000_003] {
@@ -492,6 +496,17 @@ fn meanvar_extremes_on_the_gpu_as_on_the_cpu() {
                 assert!(
                     same(&got, &want),
                     "n = {n}, ({a}, {b}) at {pos}: {got:?} != {want:?}"
+                );
+                // f32 inputs (their own tree of lifted pairs), where the pair fits f32.
+                if a.is_finite() && a.abs() > f32::MAX as f64 {
+                    continue;
+                }
+                let host: Vec<f32> = host.iter().map(|&x| x as f32).collect();
+                let want = Cpu::new().reduce(&host, MeanVar).unwrap();
+                let got = g.reduce(&upload(g, &host), MeanVar).unwrap();
+                assert!(
+                    same(&got, &want),
+                    "f32, n = {n}, ({a}, {b}) at {pos}: {got:?} != {want:?}"
                 );
             }
         }

@@ -209,6 +209,70 @@ fn gpu_draws_the_cpu_samples_bit_for_bit() {
     assert!((big.mean - 0.5).abs() < 5.0 * big.std_error());
 }
 
+/// x -> 2^1023.99 (2x - 1)^31: finite, one sample in 23 past 2^1022 in magnitude, and
+/// differences of samples of opposite signs past f64::MAX. Products only, which the GPU and
+/// the CPU round alike.
+#[derive(Clone, Copy, Debug, Default)]
+struct Extremes64;
+
+#[cufold::transform]
+impl Extremes64 {
+    fn apply(x: f64) -> f64 {
+        let a = 2.0 * x - 1.0;
+        let a2 = a * a;
+        let a4 = a2 * a2;
+        let a8 = a4 * a4;
+        let a16 = a8 * a8;
+        a16 * a8 * a4 * a2 * a * 1.79e308
+    }
+}
+
+/// x -> 1 / ((x - 1/2) 1e-36) in f32: an infinity of either sign for one sample in 170.
+#[derive(Clone, Copy, Debug, Default)]
+struct Extremes32;
+
+#[cufold::transform]
+impl Extremes32 {
+    fn apply(x: f32) -> f32 {
+        1.0 / ((x - 0.5) * 1e-36)
+    }
+}
+
+/// MeanVar's fast trees (the tame combine, checked per load) where samples are infinite or
+/// their differences overflow: the GPU's bits equal the CPU's.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_meanvar_of_extreme_samples_has_the_cpus_bits() {
+    // Fixed seeds, so that which runs meet an extreme sample does not vary.
+    let s = 0x5eed_e87e;
+    let g = gpu();
+    let cpu = Cpu::new();
+    let mut specials = 0;
+    for n in [2u64, 17, 300, 8191, 8192, 20_000, 100_003, 1 << 20] {
+        for k in 0..4u64 {
+            let mc = MonteCarlo::<f64, _>::new(Extremes64).seed(s ^ (n << 8) ^ k);
+            let (a, b) = (
+                g.monte_carlo(&mc, n).unwrap(),
+                cpu.monte_carlo(&mc, n).unwrap(),
+            );
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "f64 n = {n}, k = {k}");
+            specials += usize::from(b.mean.is_finite() && b.m2.is_infinite());
+            let mc = MonteCarlo::<f32, _>::new(Extremes32).seed(s ^ (n << 8) ^ k);
+            let (a, b) = (
+                g.monte_carlo(&mc, n).unwrap(),
+                cpu.monte_carlo(&mc, n).unwrap(),
+            );
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "f32 n = {n}, k = {k}");
+        }
+    }
+    // The data reach the slow trees: runs whose differences overflowed end with a finite mean
+    // and an infinite m2 (all 32 f64 runs with these seeds, on the CPU).
+    assert!(
+        specials >= 16,
+        "only {specials} runs met an overflowing difference"
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn new_seeds_reuse_the_kernel() {
