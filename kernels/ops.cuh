@@ -217,7 +217,7 @@ template <class T> struct MeanVar {
     // every d was finite, where the two agree. `bounded`: its mean is within the tame bound,
     // so that it joins another such tree with a finite d.
     __device__ bool tree_tame(Acc a, bool& bounded) const {
-        bounded = fabs(a.mean) <= 4.49423283715579e307;
+        bounded = tame_acc(a);
         return isfinite(a.m2);
     }
     __device__ __forceinline__ Acc weighted(Acc a, Acc b, double w) const {
