@@ -336,18 +336,18 @@ template <class T> struct ExactMean : ExactSum<T> {
 template <class T> struct exact_fast;
 //
 // ALWAYS: the terms every element goes through with no test first (f64's first error is
-// seldom zero, f32's nearly always). GROUP: the elements whose tests whole_run shares (two
-// loads of f32, one of f64 and halves). H200, 2^28, share of Sum's GB/s: f32 groups of 8
-// against 4, 84% either way on U(0,1) and N(0,1), 73% against 67% at condition number
-// 1e12; f64 groups of 2 against 4 and 8, 80% against 76% on U(0,1) and N(0,1) (49% against
-// 54-59% at 1e30).
+// seldom zero, f32's nearly always). WHOLE_E, LOADS and REGS shape the whole-array run
+// (ExactRun::whole_run): the expansions it adds into, the 16-byte loads each thread issues
+// before it adds any of them, and the registers a thread may use. H200, 2^28, share of
+// Sum's GB/s on U(0,1) (f32 / f64): 2 loads at 48 registers 88% / 83%; 4 at 64, 101% / 101%;
+// 8 at 72 (f32) 97%, at 96 (f64) 103%. Fewer registers spilled the loop.
 template <> struct exact_fast<float> {
-    static constexpr int E = 4, L = 2, ALWAYS = 1, GROUP = 8;
+    static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64;
     static __device__ __forceinline__ double up(float x) { return (double)x; }
     static __device__ __forceinline__ bool fits(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 };
 template <> struct exact_fast<double> {
-    static constexpr int E = 2, L = 3, ALWAYS = 2, GROUP = 2;
+    static constexpr int E = 2, L = 3, ALWAYS = 2, WHOLE_E = 2, LOADS = 8, REGS = 96;
     static __device__ __forceinline__ double up(double x) { return x; }
     // The high word's exponent field below 1023 + 955.
     static __device__ __forceinline__ bool fits(double x) {
@@ -355,12 +355,12 @@ template <> struct exact_fast<double> {
     }
 };
 template <> struct exact_fast<f16> {
-    static constexpr int E = 4, L = 2, ALWAYS = 1, GROUP = 8;
+    static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64;
     static __device__ __forceinline__ double up(f16 x) { return (double)cf::up(x); }
     static __device__ __forceinline__ bool fits(f16 x) { return (x.bits & 0x7c00u) != 0x7c00u; }
 };
 template <> struct exact_fast<bf16> {
-    static constexpr int E = 4, L = 2, ALWAYS = 1, GROUP = 8;
+    static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64;
     static __device__ __forceinline__ double up(bf16 x) { return (double)cf::up(x); }
     static __device__ __forceinline__ bool fits(bf16 x) { return (x.bits & 0x7f80u) != 0x7f80u; }
 };
@@ -485,11 +485,11 @@ template <class Op> struct ExactRun {
     typedef exact_traits<In> F;
     typedef exact_fast<In> X;
     static constexpr int E = X::E, L = X::L;
-    // Registers a thread may use (cf::min_blocks): whole_run's loop holds its groups and
-    // expansions in 64 (f64) or 72 (f32, halves: groups of 8) with no spill (ptxas,
-    // sm_90): eight or seven 128-thread blocks an SM. Code run once a block (joining,
-    // rounding) would take more and spills instead.
-    static constexpr int REGS = sizeof(In) == 8 ? 64 : 72;
+    // Registers a thread may use (cf::min_blocks): exact_fast::REGS, which whole_run's loop
+    // takes with no spill (ptxas, sm_90): eight blocks of 128 threads an SM for f32 and the
+    // halves, five for f64. Code run once a block (joining, rounding) would take more and
+    // spills instead.
+    static constexpr int REGS = X::REGS;
     struct State {
         double t[E][L];
         ExactSpill<Acc> spill;
@@ -619,12 +619,51 @@ template <class Op> struct ExactRun {
         if (area != nullptr)
             for (int i = threadIdx.x & 31; i < F::K; i += 32)
                 if (area[i] != 0) atomicAdd(&w[i], (unsigned long long)area[i]);
-        // This thread's digits by chunk: its (carried) spill and its terms' parts. For f32
-        // (7 chunks) in registers, each part added where it falls by selects; for f64 (45) in
-        // local memory. A chunk's sum over the block is below BLOCK (1 + 3 E L) 2^48 in
-        // magnitude: far from 2^63.
+        // This thread's digits by chunk, its (carried) spill and its terms' parts, summed over
+        // the warp chunk by chunk (warp_add). A chunk's sum over the block is below
+        // BLOCK (1 + 3 E L) 2^48 in magnitude: far from 2^63.
+        // - f32 (7 chunks): in registers, each part added where it falls by selects.
+        // - f64 (45) where no lane of the warp has a spill (whole_run's warps never do): only
+        //   the chunks from the lowest to the highest that the warp's terms reach (a few on
+        //   ordinary data), each a sum of the parts that fall on it, by selects. 45 chunks a
+        //   thread in local memory, each then summed over the warp, took about 20 us of a
+        //   launch on an H200 (a 2^24 f64 sum: 60 us with this join, Sum 42).
+        // - f64 with a spill: in local memory.
         constexpr bool REG = exact::spill_by_value<F>::value;
         const bool spilled = s.spill.used;
+        if constexpr (!REG) {
+            if (!__any_sync(0xffffffffu, spilled)) {
+                constexpr int T = E * L;
+                i64 c[T][3];
+                int base[T];
+                int lo = F::K, hi = -1;
+#pragma unroll
+                for (int tt = 0; tt < T; ++tt) {
+                    int where[3];
+                    const int parts = exact::split_double(s.t[tt / L][tt % L], F::LOW, F::K, c[tt], where);
+                    base[tt] = parts != 0 ? where[0] : F::K;
+                    if (parts != 0) {
+                        lo = lo < where[0] ? lo : where[0];
+                        hi = hi > where[2] ? hi : where[2];
+                    }
+                }
+                lo = __reduce_min_sync(0xffffffffu, lo);
+                hi = __reduce_max_sync(0xffffffffu, hi);
+#pragma unroll 1
+                for (int k = lo; k <= hi; ++k) {
+                    i64 v = 0;
+#pragma unroll
+                    for (int tt = 0; tt < T; ++tt)
+#pragma unroll
+                        for (int j = 0; j < 3; ++j) {
+                            const int at = base[tt] + j < F::K - 1 ? base[tt] + j : F::K - 1;
+                            v += base[tt] < F::K && at == k ? c[tt][j] : 0;
+                        }
+                    warp_add(&w[k], v);
+                }
+                return joined((unsigned)term_flags(s) | more_flags, smem);
+            }
+        }
         if (spilled) exact::normalize(s.spill.acc.chunk);
         i64 v[F::K];
 #pragma unroll
@@ -666,80 +705,102 @@ template <class Op> struct ExactRun {
         return a;
     }
     // The block's accumulator, meaningful in thread 0, from the m partials of a launch's
-    // blocks (canonical accumulators), added chunk by chunk as block_end does: chunks 0 to
-    // K-2 hold digits below 2^48, and m is at most 2^13 (the reduction's largest grid), so
-    // no sum overflows. Every thread of the block calls it.
+    // blocks (canonical accumulators: chunks 0 to K-2 hold digits below 2^48, and m is at
+    // most 2^13, the reduction's largest grid, so no sum overflows). Every thread of the
+    // block calls it. The partials (16-byte aligned, K + 1 an even number of words) are read
+    // as 16-byte vectors: G groups of V threads each read one partial at a time, thread c
+    // of a group its words 2c and 2c + 1, UNROLL partials a thread in flight, and add them
+    // (the flags word ORed); the groups' sums are then added in shared memory. Reading each
+    // chunk of every partial in turn, chunk after chunk, waited for 45 rounds of loads (f64),
+    // about 40 us of a launch on an H200.
     template <int BLOCK>
     static __device__ __forceinline__ Acc join_partials(const Op&, const Acc* p, u64 m, Acc* smem) {
-        unsigned long long* w = reinterpret_cast<unsigned long long*>(&smem[0]);
-        for (int i = threadIdx.x; i < F::K + 1; i += BLOCK) w[i] = 0;
-        __syncthreads();
-#pragma unroll 1
-        for (int i = 0; i < F::K; ++i) {
-            i64 v = 0;
-            for (u64 j = threadIdx.x; j < m; j += BLOCK)
-                v += __ldcg(reinterpret_cast<const long long*>(&p[j].chunk[i]));
-            warp_add(&w[i], v);
+        constexpr int W = F::K + 1, V = W / 2, G = BLOCK / V, UNROLL = 8;
+        static_assert(W % 2 == 0 && G >= 1, "join_partials: accumulators of whole 16-byte vectors");
+        __shared__ unsigned long long part[G][W];
+        const ulonglong2* pv = reinterpret_cast<const ulonglong2*>(p);
+        const int g = threadIdx.x / V, c = threadIdx.x % V;
+        const bool flags = 2 * c + 1 == F::K;  // the high word is the flags
+        if (g < G) {
+            unsigned long long lo = 0, hi = 0;
+            u64 j = g;
+            for (; j + (UNROLL - 1) * G < m; j += UNROLL * G) {
+                ulonglong2 v[UNROLL];
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) v[u] = __ldcg(pv + (j + u * G) * V + c);
+#pragma unroll
+                for (int u = 0; u < UNROLL; ++u) {
+                    lo += v[u].x;
+                    hi = flags ? hi | v[u].y : hi + v[u].y;
+                }
+            }
+            for (; j < m; j += G) {
+                const ulonglong2 v = __ldcg(pv + j * V + c);
+                lo += v.x;
+                hi = flags ? hi | v.y : hi + v.y;
+            }
+            part[g][2 * c] = lo;
+            part[g][2 * c + 1] = hi;
         }
-        unsigned f = 0;
-        for (u64 j = threadIdx.x; j < m; j += BLOCK)
-            f |= (unsigned)__ldcg(reinterpret_cast<const unsigned long long*>(&p[j].flags));
-        return joined(f, smem);
+        __syncthreads();
+        unsigned long long* w = reinterpret_cast<unsigned long long*>(&smem[0]);
+        for (int i = threadIdx.x; i < W; i += BLOCK) {
+            unsigned long long v = 0;
+#pragma unroll 1
+            for (int k = 0; k < G; ++k) v = i == F::K ? v | part[k][i] : v + part[k][i];
+            w[i] = v;
+        }
+        return joined(0u, smem);
     }
 
-    // The whole-array reduction's run of a block (cf::free_run with WHOLE): `tiles` tiles
-    // of BLOCK * K * VEC positions from `first` (positions from n on absent), read as
-    // cf::free_run reads them, from `x` (16-byte aligned, VEC elements a 16-byte load).
-    // The block's accumulator, meaningful in thread 0; every thread of the block calls it.
+    // The whole-array reduction's run of a block (cf::free_run with WHOLE): the positions
+    // of `tiles` tiles of BLOCK * K * VEC from `first` that lie before n, from `x` (16-byte
+    // aligned, VEC elements a 16-byte load). The block's accumulator, meaningful in thread
+    // 0; every thread of the block calls it. Any order gives the bits, so the block reads
+    // its range as 16-byte vectors in steps of LOADS * BLOCK: thread t takes vectors t,
+    // t + BLOCK, ... of each step.
     //
-    // The per-thread run above, rearranged so that the loop over elements holds only the
-    // expansions in registers and makes no call, and DRAM stays busy:
-    // - Each thread copies its own loads of the tiles ahead into shared memory (cp.async,
-    //   STAGES - 1 tiles ahead of the one it adds), and reads them back when it adds them.
-    //   Loads into registers a tile ahead were consumed where they were issued: the
-    //   compiler moved the loaded registers into the buffer's right after the loads, which
-    //   waited for them.
+    // The per-thread run above, rearranged so that the loop holds only the expansions and
+    // the step's loads in registers and makes no call:
+    // - Each thread issues its LOADS loads of a step before it adds any, and the kernel asks
+    //   for exact_fast::REGS registers a thread: eight blocks of 128 an SM for f32 (five
+    //   for f64), whose loads in flight keep DRAM busy with no staging. A cp.async ring in
+    //   shared memory, a tile ahead, at 72 registers (seven blocks) ran at 84-86% of Sum's
+    //   GB/s (f32; f64 79%), its warps waiting for the next tile.
+    // - Element i of a load goes into expansion i % WHOLE_E.
     // - What the expansions do not take (an element that does not fit, an error left after
-    //   the last term) is queued in shared memory, a slot a lane an element of a group of
-    //   loads (exact_fast::GROUP). After each group a lane with queued values deposits them
-    //   into its warp's accumulator in shared memory (K chunks, integer atomics, which
-    //   commute), with their flags. A lane deposits at most one value's parts into a chunk
-    //   an element, so every RUN_ADDS / (32 K VEC) tiles with a deposit the warp carries its
-    //   chunks once.
+    //   the last term) is queued in shared memory, a slot a lane an element of the step.
+    //   After each step a lane with queued values deposits them into its warp's
+    //   accumulator in shared memory (K chunks, integer atomics, which commute), with their
+    //   flags. A lane deposits at most one value's parts into a chunk an element, so every
+    //   RUN_ADDS / (32 LOADS VEC) steps with a deposit the warp carries its chunks once.
     // - The tests (fits, whether any error is left for the next term) are integer
     //   instructions on the bits, which leave the FP64 pipe to the TwoSums.
-    // Stages of the ring: 2 (one tile ahead) measured as fast as 3 for f32 and 5% faster
-    // for f64, whose third stage cost a block an SM.
-    static constexpr int STAGES = 2;
-    // Whether whole_run's shared memory (the ring, the queue, the warps' chunks) takes at
-    // most 40 KB for this shape (blocks of 128 threads, the reducer's default for large
-    // inputs, fit; f32 from 256 threads does not). The others run cf::free_run with
-    // block_end.
-    template <int BLOCK, int K, int VEC> static __host__ __device__ constexpr bool whole_fits() {
-        return STAGES * K * BLOCK * 16 + (BLOCK / 32) * (group_elems<VEC>() * 32 * 8 + F::K * 8) <= 40960;
+    // - The positions after the last whole step (the last block's only) are read one by one.
+    template <int VEC> static __host__ __device__ constexpr int queue_slots() {
+        return X::LOADS * VEC;
     }
-    // The elements of whole_run's groups: the loads that hold at least X::GROUP elements.
-    template <int VEC> static __host__ __device__ constexpr int group_elems() {
-        return X::GROUP > VEC ? X::GROUP : VEC;
+    // Whether whole_run's shared memory (the queue, the warps' chunks) takes at most 40 KB
+    // for this shape (blocks of 128 threads, the reducer's default for large inputs, fit;
+    // halves from 256 threads do not). The others run cf::free_run with block_end.
+    template <int BLOCK, int K, int VEC> static __host__ __device__ constexpr bool whole_fits() {
+        return (BLOCK / 32) * (queue_slots<VEC>() * 32 * 8 + F::K * 8) <= 40960;
     }
     template <int BLOCK, int K, int VEC>
     static __device__ __forceinline__ Acc whole_run(const Op&, const In* x, u64 first, u64 tiles, u64 n, Acc* smem) {
         static_assert(whole_fits<BLOCK, K, VEC>() && sizeof(In) * VEC == 16, "whole_run: shape");
-        constexpr int WARPS = BLOCK / 32;
-        constexpr u64 SEG = 32ull * VEC, TILE = (u64)BLOCK * K * VEC;
-        constexpr unsigned NORM = exact::RUN_ADDS / (32 * K * VEC) > 0 ? exact::RUN_ADDS / (32 * K * VEC) : 1;
-        __shared__ uint4 ring[STAGES][K][BLOCK];
-        // Loads a group, whose tests and queue its elements share.
-        constexpr int NE = group_elems<VEC>(), G = NE / VEC;
-        static_assert(NE % VEC == 0 && K % G == 0, "whole_run: groups of whole loads");
-        __shared__ double queue[WARPS][NE][32];  // slot-major: a group's pushes hit distinct banks
+        constexpr int WARPS = BLOCK / 32, LOADS = X::LOADS, WE = X::WHOLE_E, NE = queue_slots<VEC>();
+        static_assert(WE <= E, "whole_run: its expansions are the state's");
+        constexpr u64 TILE = (u64)BLOCK * K * VEC;
+        constexpr unsigned NORM = exact::RUN_ADDS / (32 * NE) > 0 ? exact::RUN_ADDS / (32 * NE) : 1;
+        __shared__ double queue[WARPS][NE][32];  // slot-major: a step's pushes hit distinct banks
         __shared__ i64 area[WARPS][F::K];
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         i64* const mine = area[warp];
         for (int i = lane; i < F::K; i += 32) mine[i] = 0;
         __syncwarp();
 
-        double t[E][L];
+        double t[E][L];  // expansions WE .. E - 1 stay empty
 #pragma unroll
         for (int e = 0; e < E; ++e) {
             t[e][0] = -0.0;
@@ -747,7 +808,7 @@ template <class Op> struct ExactRun {
             for (int l = 1; l < L; ++l) t[e][l] = 0.0;
         }
         unsigned flags = 0, queued = 0;
-        bool seen = false, deposited = false;
+        bool deposited = false;
         const auto push = [&](double v) { queue[warp][queued++][lane] = v; };
         // The lanes' queued values into the warp's chunks, in a loop the whole warp takes in
         // step (as many rounds as the fullest queue; a lane past its own queue adds zero, and
@@ -779,43 +840,40 @@ template <class Op> struct ExactRun {
             deposited |= queued != 0;
             queued = 0;
         };
-        // NE values (each fits, or -0.0) through the terms of expansions (base + i) % E: the
-        // first ALWAYS terms for every group, the next ones only while some error is left;
-        // an error left after the last term queued.
-        const auto levels = [&](int base, double (&r)[NE]) {
+        // A load's VEC values (each fits, or -0.0) through the terms of expansions i % WE: the
+        // first ALWAYS terms always, the next ones only while some error is left; an error
+        // left after the last term queued.
+        const auto levels = [&](double (&r)[VEC]) {
             u64 nz = 0;
 #pragma unroll
             for (int l = 0; l < L; ++l) {
                 if (l >= X::ALWAYS && (nz << 1) == 0) return;  // every error +0 or -0
                 nz = 0;
 #pragma unroll
-                for (int i = 0; i < NE; ++i) {
-                    r[i] = exact::two_sum_into(t[(base + i) % E][l], r[i]);
+                for (int i = 0; i < VEC; ++i) {
+                    r[i] = exact::two_sum_into(t[i % WE][l], r[i]);
                     nz |= (u64)__double_as_longlong(r[i]);
                 }
             }
             if ((nz << 1) != 0) {
 #pragma unroll
-                for (int i = 0; i < NE; ++i)
+                for (int i = 0; i < VEC; ++i)
                     if (r[i] != 0.0) push(r[i]);
             }
         };
-        // The NE elements of loads k .. k + G - 1 of the thread's tile (valid[i]: element i is
-        // one of the input's): element i into expansion (k VEC + i) % E; then the queue
-        // drained. Groups whose elements all fit take a path of their own (a shared one
-        // merged the values with moves).
-        const auto add_group = [&](int k, const In (&v)[NE], const bool (&valid)[NE]) {
+        // A load's elements (valid[i]: element i is one of the input's). Loads whose elements
+        // all fit take a path of their own (a shared one merged the values with moves).
+        const auto add_load = [&](const In (&v)[VEC], const bool (&valid)[VEC]) {
             bool fast = true;
 #pragma unroll
-            for (int i = 0; i < NE; ++i) fast &= valid[i] && X::fits(v[i]);
-            double r[NE];
+            for (int i = 0; i < VEC; ++i) fast &= valid[i] && X::fits(v[i]);
+            double r[VEC];
             if (fast) {
 #pragma unroll
-                for (int i = 0; i < NE; ++i) r[i] = X::up(v[i]);
-                levels(k * VEC, r);
+                for (int i = 0; i < VEC; ++i) r[i] = X::up(v[i]);
             } else {
 #pragma unroll
-                for (int i = 0; i < NE; ++i) {
+                for (int i = 0; i < VEC; ++i) {
                     // -0.0 for a position that adds nothing: x + -0.0 is x, also for x = -0.0.
                     r[i] = -0.0;
                     if (valid[i]) {
@@ -823,70 +881,54 @@ template <class Op> struct ExactRun {
                         else push(X::up(v[i]));
                     }
                 }
-                levels(k * VEC, r);
             }
-            drain();
-        };
-        // Every NORM tiles the warp carries its chunks if a lane deposited since the last time.
-        const auto tile_done = [&](u64 j) {
-            if ((j + 1) % NORM == 0 && __any_sync(0xffffffffu, deposited)) {
-                __syncwarp();
-                if (lane == 0) exact::normalize(*reinterpret_cast<i64(*)[F::K]>(mine));
-                __syncwarp();
-                deposited = false;
-            }
+            levels(r);
         };
 
-        // The tiles that lie wholly before n, through the ring (one commit group a tile,
-        // empty past the last); then the one cut by n, if any, read directly.
-        const u64 at = first + (u64)warp * SEG * K + (u64)lane * VEC;
-        const u64 whole = n > first ? (n - first) / TILE : 0;
-        const u64 w = whole < tiles ? whole : tiles;
-        const auto issue = [&](u64 j, int stage) {
-            if (j < w) {
+        const u64 end = n < first + tiles * TILE ? n : first + tiles * TILE;
+        const u64 vectors = end > first ? (end - first) / VEC : 0;
+        const uint4* const xv = reinterpret_cast<const uint4*>(x + first);
+        const u64 steps = vectors / ((u64)LOADS * BLOCK);
+        bool all[VEC];
 #pragma unroll
-                for (int k = 0; k < K; ++k) cp_async16(&ring[stage][k][threadIdx.x], x + at + j * TILE + k * SEG);
+        for (int i = 0; i < VEC; ++i) all[i] = true;
+        unsigned since = 0;  // steps since the warp last carried its chunks
+        for (u64 st = 0; st < steps; ++st) {
+            uint4 raw[LOADS];
+#pragma unroll
+            for (int u = 0; u < LOADS; ++u) raw[u] = __ldg(xv + (st * LOADS + u) * BLOCK + threadIdx.x);
+#pragma unroll
+            for (int u = 0; u < LOADS; ++u) {
+                In v[VEC];
+                memcpy(v, &raw[u], sizeof(raw[u]));
+                add_load(v, all);
             }
-            cp_async_commit();
-        };
-#pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s) issue((u64)s, s);
-        bool valid[NE];
-#pragma unroll
-        for (int i = 0; i < NE; ++i) valid[i] = true;
-        int stage = 0;  // tile j's
-        for (u64 j = 0; j < w; ++j) {
-            issue(j + STAGES - 1, stage == 0 ? STAGES - 1 : stage - 1);
-            cp_async_wait<STAGES - 1>();
-#pragma unroll
-            for (int k = 0; k < K; k += G) {
-                In v[NE];
-#pragma unroll
-                for (int g = 0; g < G; ++g) {
-                    const uint4 raw = ring[stage][k + g][threadIdx.x];
-                    memcpy(v + g * VEC, &raw, sizeof(raw));
+            drain();
+            if (++since == NORM) {
+                since = 0;
+                if (__any_sync(0xffffffffu, deposited)) {
+                    __syncwarp();
+                    if (lane == 0) exact::normalize(*reinterpret_cast<i64(*)[F::K]>(mine));
+                    __syncwarp();
+                    deposited = false;
                 }
-                add_group(k, v, valid);
             }
-            tile_done(j);
-            stage = stage == STAGES - 1 ? 0 : stage + 1;
         }
-        seen = w > 0;
-        cp_async_wait<0>();
-        if (w < tiles && first + w * TILE < n) {
+        const u64 rest = first + steps * LOADS * BLOCK * VEC;
+        if (rest < end) {
 #pragma unroll
-            for (int k = 0; k < K; k += G) {
-                In v[NE];
+            for (int u = 0; u < LOADS; ++u) {
+                In v[VEC];
+                bool valid[VEC];
 #pragma unroll
-                for (int i = 0; i < NE; ++i) {
-                    const u64 p = at + w * TILE + (k + i / VEC) * SEG + i % VEC;
-                    valid[i] = p < n;
-                    seen |= valid[i];
+                for (int i = 0; i < VEC; ++i) {
+                    const u64 p = rest + ((u64)u * BLOCK + threadIdx.x) * VEC + i;
+                    valid[i] = p < end;
                     if (valid[i]) v[i] = x[p];
                 }
-                add_group(k, v, valid);
+                add_load(v, valid);
             }
-            tile_done(w);
+            drain();
         }
 
         // The warp's chunks carried (below 2^48 but the top one), then the block's sum.
@@ -898,7 +940,7 @@ template <class Op> struct ExactRun {
         for (int e = 0; e < E; ++e)
 #pragma unroll
             for (int l = 0; l < L; ++l) s.t[e][l] = t[e][l];
-        s.seen = seen;
+        s.seen = first < n;
         s.spill.used = false;
         return join_terms<BLOCK>(s, flags, mine, smem);
     }
