@@ -949,4 +949,43 @@ template <class Op> struct ExactRun {
 template <class T> struct Run<ExactSum<T>> : ExactRun<ExactSum<T>> {};
 template <class T> struct Run<ExactMean<T>> : ExactRun<ExactMean<T>> {};
 
+// ExactSum or ExactMean (O) of a map's images (Mapped, ops.cuh): O's run on the images, so
+// that the images go through the expansions as the elements of an array do. The default run
+// lifted each image into a whole accumulator (64 or 368 bytes) and combined it. Whole
+// arrays take the per-thread run and block_end (whole_run reads the input as the images'
+// type), at the register budgets that run had before whole_run took its own: 64 (f64) and
+// 72 (f32, halves).
+template <class F, class O> struct MappedExactRun {
+    typedef Run<O> R;
+    typedef Mapped<F, O> Op;
+    typedef typename R::State State;
+    typedef typename O::Acc Acc;
+    typedef typename O::In T;
+    static constexpr int REGS = sizeof(T) == 8 ? 64 : 72;
+    static __device__ __forceinline__ State start(const Op& op) { return R::start(op.o); }
+    static __device__ __forceinline__ void add(const Op& op, State& s, typename F::In x, u64 i) {
+        R::add(op.o, s, op.f(x, i), i);
+    }
+    template <int VEC>
+    static __device__ __forceinline__ void add_all(const Op& op, State& s, const typename F::In (&v)[VEC], u64 p) {
+        T m[VEC];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) m[i] = op.f(v[i], p + i);
+        R::template add_all<VEC>(op.o, s, m, p);
+    }
+    static __device__ __forceinline__ Acc end(const Op& op, State s) { return R::end(op.o, s); }
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)  // (not in the host check)
+    template <int BLOCK> static __device__ __forceinline__ Acc block_end(const Op& op, State& s, Acc* smem) {
+        return R::template block_end<BLOCK>(op.o, s, smem);
+    }
+    template <int BLOCK>
+    static __device__ __forceinline__ Acc join_partials(const Op& op, const Acc* p, u64 m, Acc* smem) {
+        return R::template join_partials<BLOCK>(op.o, p, m, smem);
+    }
+    template <int BLOCK, int K, int VEC> static __host__ __device__ constexpr bool whole_fits() { return false; }
+#endif
+};
+template <class F, class T> struct Run<Mapped<F, ExactSum<T>>> : MappedExactRun<F, ExactSum<T>> {};
+template <class F, class T> struct Run<Mapped<F, ExactMean<T>>> : MappedExactRun<F, ExactMean<T>> {};
+
 }  // namespace cf

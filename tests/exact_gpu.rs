@@ -1,8 +1,9 @@
 //! ExactSum and ExactMean on the GPU: the GPU's bits equal the CPU's (which tests/exact.rs
-//! checks against an exact reference) for whole arrays, rows, segments and runs of keys, on
-//! the hard cases and on seeded random data, for f32, f64, f16 and bf16, at every block size
-//! of the reduction and on every segment schedule. Each test needs a CUDA device, except
-//! the compile-only one, which needs NVRTC only. Run them all with
+//! checks against an exact reference) for whole arrays (of elements and of a map's images),
+//! rows, segments and runs of keys, on the hard cases and on seeded random data, for f32,
+//! f64, f16 and bf16, at every block size of the reduction and on every segment schedule.
+//! Each test needs a CUDA device, except the compile-only one, which needs NVRTC only. Run
+//! them all with
 //!
 //! ```sh
 //! cargo test --release --test exact_gpu -- --include-ignored
@@ -12,7 +13,7 @@
 mod common;
 
 use common::*;
-use cufold::ops::{ExactFloat, ExactMean, ExactSum, Operator};
+use cufold::ops::{ExactFloat, ExactMean, ExactSum, Mapped, Operator, Transform};
 use cufold::reduce::{ReduceConfig, ReduceShape};
 use cufold::segment::{Rows, Schedule, SegmentConfig};
 use cufold::{bf16, f16, Backend, Cpu, DeviceValue, Gpu};
@@ -191,6 +192,107 @@ fn long_runs_of_deposits_have_the_cpus_bits() {
     check_reduce(&x32, "wide f32, 5e7");
     x32[n / 2] = f32::NAN;
     check_reduce(&x32, "wide f32, 5e7, NaN in the middle");
+}
+
+/// An f32 element widened to f64 and moved by its index: `x a + k b`.
+#[derive(Clone, Copy, cufold::DeviceType)]
+#[repr(C)]
+struct Widen {
+    a: f64,
+    b: f64,
+}
+
+#[cufold::transform]
+impl Widen {
+    fn apply(&self, x: f32, k: u64) -> f64 {
+        x as f64 * self.a + k as f64 * self.b
+    }
+}
+
+/// An f32 element scaled in f32.
+#[derive(Clone, Copy, cufold::DeviceType)]
+#[repr(C)]
+struct Scale {
+    a: f32,
+}
+
+#[cufold::transform]
+impl Scale {
+    fn apply(&self, x: f32, _k: u64) -> f32 {
+        x * self.a
+    }
+}
+
+/// ExactSum and ExactMean of `map`'s images of `xs` on the GPU (the default configuration,
+/// and block sizes 256 and 1024) have the CPU's bits.
+fn check_mapped<M>(xs: &[f32], map: M, what: &str)
+where
+    M: Transform<f32>,
+    M::Out: Fmt + ExactFloat,
+    ExactSum: Operator<M::Out, Out = M::Out>,
+    ExactMean: Operator<M::Out, Out = M::Out>,
+{
+    let g = gpu();
+    let cpu = Cpu::new();
+    let dev = g.stream().clone_htod(xs).unwrap();
+    let configs = [
+        ReduceConfig::default(),
+        ReduceConfig::default().block(256).large_block(256),
+        ReduceConfig::default().block(128).large_block(1024),
+    ];
+    for config in configs {
+        let op = Mapped::new(map, ExactSum);
+        let want = cpu.reduce(xs, op).unwrap();
+        let got = g
+            .reducer_with::<f32, _>(op, config)
+            .unwrap()
+            .reduce(&dev)
+            .unwrap();
+        assert!(
+            got.bits() == want.bits(),
+            "{what}: mapped ExactSum of {}: GPU {got:?} != CPU {want:?} ({config:?})",
+            xs.len()
+        );
+        let op = Mapped::new(map, ExactMean);
+        let want = cpu.reduce(xs, op).unwrap();
+        let got = g
+            .reducer_with::<f32, _>(op, config)
+            .unwrap()
+            .reduce(&dev)
+            .unwrap();
+        assert!(
+            got.bits() == want.bits(),
+            "{what}: mapped ExactMean of {}: GPU {got:?} != CPU {want:?} ({config:?})",
+            xs.len()
+        );
+    }
+}
+
+/// Exact sums of a map's images run the exact sums' own run on the images: the bits are the
+/// CPU's for images that the expansions hold, that leave them (exponents over hundreds of
+/// binades) and that are not finite.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn mapped_exact_sums_on_the_gpu_have_the_cpus_bits() {
+    use rand::Rng;
+    let mut r = rng(0x5eed_3a9d);
+    let widen = Widen { a: 3.0, b: -0.25 };
+    let scale = Scale { a: 0.75 };
+    for n in [1usize, 7, 1000, 65_537, (1 << 20) + 3, 10_000_019] {
+        let u: Vec<f32> = (0..n).map(|_| r.random::<f32>()).collect();
+        check_mapped(&u, widen, "uniform, widened");
+        check_mapped(&u, scale, "uniform, scaled");
+        let w = wide_exponents::<f32>(n, &mut r);
+        check_mapped(&w, widen, "wide, widened");
+        check_mapped(&w, scale, "wide, scaled");
+        if n >= 1000 {
+            let mut s = u.clone();
+            s[n / 3] = f32::INFINITY;
+            check_mapped(&s, widen, "uniform with +inf, widened");
+            s[n / 2] = f32::NEG_INFINITY;
+            check_mapped(&s, scale, "uniform with +inf and -inf, scaled");
+        }
+    }
 }
 
 /// Rows and segments on every schedule, and runs of keys: the GPU's bits are the CPU's.
