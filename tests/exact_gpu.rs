@@ -28,48 +28,61 @@ fn bits_eq<F: Fmt>(a: &[F], b: &[F]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.bits() == y.bits())
 }
 
-/// Whole-array reductions of `xs` on the GPU (the default configuration, and block sizes
-/// 128, 256 and 1024 for both of the reducer's kernels) have the CPU's bits, for ExactSum
-/// and ExactMean. (An f64 kernel takes NVRTC about 10 s to compile: its accumulator is
-/// 368 bytes.)
+/// The reducer's configurations the whole-array checks run: the default, and block sizes
+/// 128, 256 and 1024 for both of the reducer's kernels.
+fn configs() -> [ReduceConfig; 3] {
+    [
+        ReduceConfig::default(),
+        ReduceConfig::default().block(256).large_block(256),
+        ReduceConfig::default().block(128).large_block(1024),
+    ]
+}
+
+/// `op` over `dev` (a copy of `xs`) on the GPU with `config` has the bits of `op` over `xs`
+/// on the CPU.
+fn check_same<T, O>(
+    xs: &[T],
+    dev: &cudarc::driver::CudaSlice<T>,
+    op: O,
+    config: ReduceConfig,
+    what: &str,
+) where
+    T: DeviceValue,
+    O: Operator<T> + Copy,
+    O::Out: Fmt,
+{
+    let want = Cpu::new().reduce(xs, op).unwrap();
+    let got = gpu()
+        .reducer_with::<T, _>(op, config)
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+        .reduce(dev)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        got.bits() == want.bits(),
+        "{what}: {} of {} {}: GPU {got:?} != CPU {want:?} ({config:?})",
+        O::name(),
+        xs.len(),
+        T::cuda_name()
+    );
+}
+
+/// Whole-array reductions of `xs` on the GPU (every configuration of `configs`) have the
+/// CPU's bits, for ExactSum and ExactMean. (An f64 kernel takes NVRTC about 10 s to
+/// compile: its accumulator is 368 bytes.)
 fn check_reduce<F: Fmt + ExactFloat>(xs: &[F], what: &str)
 where
     ExactSum: Operator<F, Out = F>,
     ExactMean: Operator<F, Out = F>,
 {
-    let g = gpu();
-    let cpu = Cpu::new();
     let dev = if xs.is_empty() {
-        g.stream().alloc_zeros::<F>(0).unwrap()
+        gpu().stream().alloc_zeros::<F>(0).unwrap()
     } else {
-        g.stream().clone_htod(xs).unwrap()
+        gpu().stream().clone_htod(xs).unwrap()
     };
-    let want = cpu.reduce(xs, ExactSum).unwrap();
-    let configs = [
-        ReduceConfig::default(),
-        ReduceConfig::default().block(256).large_block(256),
-        ReduceConfig::default().block(128).large_block(1024),
-    ];
-    for config in configs {
-        let r = g
-            .reducer_with::<F, _>(ExactSum, config)
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let got = r.reduce(&dev).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(
-            got.bits() == want.bits(),
-            "{what}: ExactSum of {} {}: GPU {got:?} != CPU {want:?} ({config:?})",
-            xs.len(),
-            F::cuda_name()
-        );
+    for config in configs() {
+        check_same(xs, &dev, ExactSum, config, what);
         if !xs.is_empty() {
-            let want = cpu.reduce(xs, ExactMean).unwrap();
-            let r = g.reducer_with::<F, _>(ExactMean, config).unwrap();
-            let got = r.reduce(&dev).unwrap();
-            assert!(
-                got.bits() == want.bits(),
-                "{what}: ExactMean of {}: GPU {got:?} != CPU {want:?} ({config:?})",
-                xs.len()
-            );
+            check_same(xs, &dev, ExactMean, config, what);
         }
     }
 }
@@ -223,48 +236,19 @@ impl Scale {
     }
 }
 
-/// ExactSum and ExactMean of `map`'s images of `xs` on the GPU (the default configuration,
-/// and block sizes 256 and 1024) have the CPU's bits.
+/// ExactSum and ExactMean of `map`'s images of `xs` on the GPU (every configuration of
+/// `configs`) have the CPU's bits.
 fn check_mapped<M>(xs: &[f32], map: M, what: &str)
 where
     M: Transform<f32>,
-    M::Out: Fmt + ExactFloat,
+    M::Out: Fmt,
     ExactSum: Operator<M::Out, Out = M::Out>,
     ExactMean: Operator<M::Out, Out = M::Out>,
 {
-    let g = gpu();
-    let cpu = Cpu::new();
-    let dev = g.stream().clone_htod(xs).unwrap();
-    let configs = [
-        ReduceConfig::default(),
-        ReduceConfig::default().block(256).large_block(256),
-        ReduceConfig::default().block(128).large_block(1024),
-    ];
-    for config in configs {
-        let op = Mapped::new(map, ExactSum);
-        let want = cpu.reduce(xs, op).unwrap();
-        let got = g
-            .reducer_with::<f32, _>(op, config)
-            .unwrap()
-            .reduce(&dev)
-            .unwrap();
-        assert!(
-            got.bits() == want.bits(),
-            "{what}: mapped ExactSum of {}: GPU {got:?} != CPU {want:?} ({config:?})",
-            xs.len()
-        );
-        let op = Mapped::new(map, ExactMean);
-        let want = cpu.reduce(xs, op).unwrap();
-        let got = g
-            .reducer_with::<f32, _>(op, config)
-            .unwrap()
-            .reduce(&dev)
-            .unwrap();
-        assert!(
-            got.bits() == want.bits(),
-            "{what}: mapped ExactMean of {}: GPU {got:?} != CPU {want:?} ({config:?})",
-            xs.len()
-        );
+    let dev = gpu().stream().clone_htod(xs).unwrap();
+    for config in configs() {
+        check_same(xs, &dev, Mapped::new(map, ExactSum), config, what);
+        check_same(xs, &dev, Mapped::new(map, ExactMean), config, what);
     }
 }
 
