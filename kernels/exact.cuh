@@ -776,7 +776,8 @@ template <class Op> struct ExactRun {
     //   RUN_ADDS / (32 LOADS VEC) steps with a deposit the warp carries its chunks once.
     // - The tests (fits, whether any error is left for the next term) are integer
     //   instructions on the bits, which leave the FP64 pipe to the TwoSums.
-    // - The positions after the last whole step (the last block's only) are read one by one.
+    // - The positions after the last whole step are read one by one: the array's end, and
+    //   for f64, whose step is two tiles, a block's last tile when it has an odd number.
     template <int VEC> static __host__ __device__ constexpr int queue_slots() {
         return X::LOADS * VEC;
     }
