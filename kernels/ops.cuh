@@ -139,25 +139,25 @@ template <class T> struct Mean : WideSum<T> {
 
 struct MeanVarV { double count; double mean; double m2; };
 
-// Whether an input keeps MeanVar's combine_full on its finite branch: a magnitude of at most
-// 2^1022 as a double, no NaN (src/ops/stats.rs, TAME_MAX), so that every mean of such inputs
-// and every difference of two means is finite. Floats of 4 bytes or less are tame when
-// finite (their largest is far below 2^1022), integers always.
-template <class T> __device__ __forceinline__ bool meanvar_tame(T x) { return fabs((double)up(x)) <= 4.49423283715579e307; }
-__device__ __forceinline__ bool meanvar_tame(float x) { return (__float_as_uint(x) & 0x7fffffffu) < 0x7f800000u; }
-__device__ __forceinline__ bool meanvar_tame(f16 x) { return (x.bits & 0x7fffu) < 0x7c00u; }
-__device__ __forceinline__ bool meanvar_tame(bf16 x) { return (x.bits & 0x7fffu) < 0x7f80u; }
-__device__ __forceinline__ bool meanvar_tame(int) { return true; }
-__device__ __forceinline__ bool meanvar_tame(i64) { return true; }
-__device__ __forceinline__ bool meanvar_tame(unsigned) { return true; }
-__device__ __forceinline__ bool meanvar_tame(u64) { return true; }
-__device__ __forceinline__ bool meanvar_tame(unsigned char) { return true; }
+// MeanVar's integer inputs: always tame (below), so neither tested nor checked.
 template <class T> struct meanvar_int { static constexpr bool value = false; };
 template <> struct meanvar_int<int> { static constexpr bool value = true; };
 template <> struct meanvar_int<i64> { static constexpr bool value = true; };
 template <> struct meanvar_int<unsigned> { static constexpr bool value = true; };
 template <> struct meanvar_int<u64> { static constexpr bool value = true; };
 template <> struct meanvar_int<unsigned char> { static constexpr bool value = true; };
+
+// Whether an input keeps MeanVar's combine_full on its finite branch: a magnitude of at most
+// 2^1022 as a double, no NaN (src/ops/stats.rs, TAME_MAX), so that every mean of such inputs
+// and every difference of two means is finite. Floats of 4 bytes or less are tame when
+// finite (their largest is far below 2^1022), integers always.
+template <class T> __device__ __forceinline__ bool meanvar_tame(T x) {
+    if constexpr (meanvar_int<T>::value) return true;
+    else return fabs((double)up(x)) <= 4.49423283715579e307;
+}
+__device__ __forceinline__ bool meanvar_tame(float x) { return (__float_as_uint(x) & 0x7fffffffu) < 0x7f800000u; }
+__device__ __forceinline__ bool meanvar_tame(f16 x) { return (x.bits & 0x7fffu) < 0x7c00u; }
+__device__ __forceinline__ bool meanvar_tame(bf16 x) { return (x.bits & 0x7fffu) < 0x7f80u; }
 
 // Chan, Golub and LeVeque's pairwise combination of (count, mean, sum of squared deviations),
 // with NumPy's answers on infinities and overflow (src/ops/stats.rs).
