@@ -338,29 +338,38 @@ template <class T> struct exact_fast;
 // ALWAYS: the terms every element goes through with no test first (f64's first error is
 // seldom zero, f32's nearly always). WHOLE_E, LOADS and REGS shape the whole-array run
 // (ExactRun::whole_run): the expansions it adds into, the 16-byte loads each thread issues
-// before it adds any of them, and the registers a thread may use. H200, 2^28, share of
+// before it adds any of them, the registers a thread may use and the most copies of a warp's
+// accumulator it keeps for what the expansions do not take (ExactRun::copies). H200, 2^28, share of
 // Sum's GB/s on U(0,1) (f32 / f64): 2 loads at 48 registers 88% / 83%; 4 at 64, 101% / 101%;
 // 8 at 72 (f32) 97%, at 96 (f64) 103%. Fewer registers spilled the loop.
 template <> struct exact_fast<float> {
-    static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64;
+    static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64, COPIES = 16;
+    static constexpr unsigned PLAIN = 0;
     static __device__ __forceinline__ double up(float x) { return (double)x; }
     static __device__ __forceinline__ bool fits(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 };
 template <> struct exact_fast<double> {
-    static constexpr int E = 2, L = 3, ALWAYS = 2, WHOLE_E = 2, LOADS = 8, REGS = 96;
+    static constexpr int E = 2, L = 3, ALWAYS = 2, WHOLE_E = 2, LOADS = 8, REGS = 96, COPIES = 8;
+    static constexpr unsigned PLAIN = 0;
     static __device__ __forceinline__ double up(double x) { return x; }
     // The high word's exponent field below 1023 + 955.
     static __device__ __forceinline__ bool fits(double x) {
         return ((unsigned)__double2hiint(x) & 0x7fffffffu) < (1978u << 20);
     }
 };
+// f16's PLAIN: every finite f16 is a whole multiple of 2^-24 below 2^16 in magnitude, so
+// any sum of at most 2^13 of them is a multiple of 2^-24 below 2^29, which a double holds:
+// whole_run adds them into the first terms with plain additions, exact, and moves the terms
+// into the accumulator every 4096 adds.
 template <> struct exact_fast<f16> {
-    static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64;
+    static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64, COPIES = 4;
+    static constexpr unsigned PLAIN = 4096;
     static __device__ __forceinline__ double up(f16 x) { return (double)cf::up(x); }
     static __device__ __forceinline__ bool fits(f16 x) { return (x.bits & 0x7c00u) != 0x7c00u; }
 };
 template <> struct exact_fast<bf16> {
-    static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64;
+    static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64, COPIES = 4;
+    static constexpr unsigned PLAIN = 0;
     static __device__ __forceinline__ double up(bf16 x) { return (double)cf::up(x); }
     static __device__ __forceinline__ bool fits(bf16 x) { return (x.bits & 0x7f80u) != 0x7f80u; }
 };
@@ -404,6 +413,29 @@ template <int K> __device__ __forceinline__ void deposit_double(i64 (&c)[K], dou
     const int parts = split_double(v, low, K, part, at);
     for (int j = 0; j < parts; ++j) c[at[j]] += part[j];
 }
+
+// A finite element's digits (from its bits b): its significand at its place as PARTS parts,
+// signed as the element, for chunks i, i + 1, ... (split returns i): two for significands
+// of up to DIGIT bits, three for f64's. Every finite element's parts fall below chunk K, as
+// add_element's do.
+template <class T> struct element_digits {
+    typedef exact_traits<T> F;
+    static constexpr int PARTS = F::MANT + 1 > DIGIT ? 3 : 2;
+    static __device__ __forceinline__ int split(u64 b, i64 (&c)[PARTS]) {
+        const bool neg = ((b >> (F::MANT + F::EXP)) & 1) != 0;
+        const unsigned e = (unsigned)(b >> F::MANT) & ((1u << F::EXP) - 1);
+        const u64 frac = b & ((1ull << F::MANT) - 1);
+        const u64 mant = e == 0 ? frac : frac | (1ull << F::MANT);
+        const int pos = (e == 0 ? 0 : (int)e - 1) + sub_exp(F::MANT, F::EXP) - F::LOW;
+        const int i = pos / DIGIT, s = pos % DIGIT;
+        c[0] = (i64)(mant << s) & MASK;
+        c[1] = (i64)(mant >> (DIGIT - s)) & MASK;
+        if constexpr (PARTS == 3) c[2] = s > 2 * DIGIT - 64 ? (i64)(mant >> (2 * DIGIT - s)) : 0;
+#pragma unroll
+        for (int p = 0; p < PARTS; ++p) c[p] = neg ? -c[p] : c[p];
+        return i;
+    }
+};
 
 // RN(a + b) into a, the exact error a + b - RN(a + b) returned (Knuth's TwoSum).
 __device__ __forceinline__ double two_sum_into(double& a, double b) {
@@ -611,14 +643,21 @@ template <class Op> struct ExactRun {
     }
     // block_end's work, with more flags and, for whole_run, the calling warp's carried
     // accumulator `area` (else null), which its lanes add into the block's chunk by chunk.
-    template <int BLOCK>
+    // `area` holds C carried copies of the warp's chunks, chunk-major (chunk i of copy c at
+    // i C + c): a lane sums one chunk over the copies, starting at a copy of its own so that
+    // the lanes' reads fall on different banks (the copies' sum is below 2^53: no overflow).
+    template <int BLOCK, int C = 1>
     static __device__ __forceinline__ Acc join_terms(State& s, unsigned more_flags, const i64* area, Acc* smem) {
         unsigned long long* w = reinterpret_cast<unsigned long long*>(&smem[0]);
         for (int i = threadIdx.x; i < F::K + 1; i += BLOCK) w[i] = 0;
         __syncthreads();
         if (area != nullptr)
-            for (int i = threadIdx.x & 31; i < F::K; i += 32)
-                if (area[i] != 0) atomicAdd(&w[i], (unsigned long long)area[i]);
+            for (int i = threadIdx.x & 31; i < F::K; i += 32) {
+                i64 v = 0;
+#pragma unroll 1
+                for (int c = 0; c < C; ++c) v += area[i * C + (c + i) % C];
+                if (v != 0) atomicAdd(&w[i], (unsigned long long)v);
+            }
         // This thread's digits by chunk, its (carried) spill and its terms' parts, summed over
         // the warp chunk by chunk (warp_add). A chunk's sum over the block is below
         // BLOCK (1 + 3 E L) 2^48 in magnitude: far from 2^63.
@@ -770,10 +809,19 @@ template <class Op> struct ExactRun {
     // - Element i of a load goes into expansion i % WHOLE_E.
     // - What the expansions do not take (an element that does not fit, an error left after
     //   the last term) is queued in shared memory, a slot a lane an element of the step.
-    //   After each step a lane with queued values deposits them into its warp's
-    //   accumulator in shared memory (K chunks, integer atomics, which commute), with their
-    //   flags. A lane deposits at most one value's parts into a chunk an element, so every
-    //   RUN_ADDS / (32 LOADS VEC) steps with a deposit the warp carries its chunks once.
+    //   After each step a lane with queued values deposits them into its copy of the
+    //   warp's accumulator in shared memory (K chunks; C = copies() copies, lane l writing
+    //   copy l % C: with 32, its own, by plain adds; with fewer, by integer atomics, which
+    //   commute), with their flags. A lane deposits at most one value's parts into a chunk
+    //   an element, and the warp carries its copies every 16 steps with a deposit, well
+    //   within RUN_ADDS adds a chunk. One accumulator a warp, which every lane's deposits
+    //   reached by atomics, ran spill-heavy data at 6% (f32) and 13% (f64) of Sum's GB/s
+    //   (H200): a 64-bit atomic in shared memory is a compare-and-swap loop, and the lanes'
+    //   parts fall on a few chunks, so most lanes went round it many times.
+    // - Data that fills the queues (exponents over hundreds of binades) switches the warp to
+    //   direct mode (below) for a run of steps: each element's digits go straight into
+    //   chunks, with no expansion, queue or drain.
+    // - exact_fast<f16>::PLAIN: f16 elements take plain additions in place of the TwoSums.
     // - The tests (fits, whether any error is left for the next term) are integer
     //   instructions on the bits, which leave the FP64 pipe to the TwoSums.
     // - The positions after the last whole step are read one by one: the array's end, and
@@ -787,19 +835,51 @@ template <class Op> struct ExactRun {
     template <int BLOCK, int K, int VEC> static __host__ __device__ constexpr bool whole_fits() {
         return (BLOCK / 32) * (queue_slots<VEC>() * 32 * 8 + F::K * 8) <= 40960;
     }
+    // The copies of a warp's chunks whole_run keeps: exact_fast::COPIES (16 for f32, 8 for
+    // f64, whose 45 chunks make them large, 4 for the halves, whose queue is twice f32's),
+    // halved until the shared memory fits whole_fits' 40 KB. More shared memory a block
+    // leaves the SM too little L1 for the loads in flight: f32 with 32 copies (26 KB a
+    // block, eight blocks) ran U(0, 1) at 95% of Sum's GB/s, with 16 (22.5 KB) at 101%
+    // (H200, 2^28).
+    template <int BLOCK, int VEC> static __host__ __device__ constexpr int copies() {
+        int c = X::COPIES;
+        while (c > 1 && (BLOCK / 32) * (queue_slots<VEC>() * 32 * 8 + F::K * 8 * c) > 40960) c /= 2;
+        return c;
+    }
     template <int BLOCK, int K, int VEC>
     static __device__ __forceinline__ Acc whole_run(const Op&, const In* x, u64 first, u64 tiles, u64 n, Acc* smem) {
         static_assert(whole_fits<BLOCK, K, VEC>() && sizeof(In) * VEC == 16, "whole_run: shape");
         constexpr int WARPS = BLOCK / 32, LOADS = X::LOADS, WE = X::WHOLE_E, NE = queue_slots<VEC>();
         static_assert(WE <= E, "whole_run: its expansions are the state's");
         constexpr u64 TILE = (u64)BLOCK * K * VEC;
-        constexpr unsigned NORM = exact::RUN_ADDS / (32 * NE) > 0 ? exact::RUN_ADDS / (32 * NE) : 1;
+        constexpr int C = copies<BLOCK, VEC>();
+        // Steps between carries of the copies: far fewer than their bound allows, so that a
+        // block's run of tens of thousands of elements (the tests') carries; a carry costs a
+        // few instructions an element of the steps before it, and only where some lane
+        // deposited.
+        constexpr unsigned NORM = 16;
+        static_assert(NORM * (32 / C) * (NE + 1) <= exact::RUN_ADDS, "whole_run: carries often enough");
         __shared__ double queue[WARPS][NE][32];  // slot-major: a step's pushes hit distinct banks
-        __shared__ i64 area[WARPS][F::K];
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        __shared__ i64 area[WARPS][F::K * C];    // chunk-major: chunk i of copy c at i C + c
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, copy = lane % C;
         i64* const mine = area[warp];
-        for (int i = lane; i < F::K; i += 32) mine[i] = 0;
+        for (int i = lane; i < F::K * C; i += 32) mine[i] = 0;
         __syncwarp();
+        // Every copy carried (canonical but for the top chunk).
+        const auto carry = [&]() {
+            __syncwarp();
+            if (lane < C) {
+                i64 c = 0;
+#pragma unroll
+                for (int i = 0; i < F::K - 1; ++i) {
+                    const i64 t = mine[i * C + lane] + c;
+                    mine[i * C + lane] = t & exact::MASK;
+                    c = t >> exact::DIGIT;  // arithmetic: the floor
+                }
+                mine[(F::K - 1) * C + lane] += c;
+            }
+            __syncwarp();
+        };
 
         double t[E][L];  // expansions WE .. E - 1 stay empty
 #pragma unroll
@@ -817,9 +897,9 @@ template <class Op> struct ExactRun {
         // the lanes' iterations apart, and ExactMean's kernel, whose loop is the same, took
         // twice ExactSum's instructions on spill-heavy data at under 8 active lanes an
         // instruction (ncu).
-        const auto drain = [&]() {
+        const auto drain = [&]() -> unsigned {
             const unsigned most = __reduce_max_sync(0xffffffffu, queued);
-            if (most == 0) return;
+            if (most == 0) return 0;
 #pragma unroll 1
             for (unsigned q = 0; q < most; ++q) {
                 const bool live = q < queued;
@@ -834,17 +914,26 @@ template <class Op> struct ExactRun {
                 int at[3];
                 const int parts = exact::split_double(special ? 0.0 : v, F::LOW, F::K, part, at);
 #pragma unroll
-                for (int p = 0; p < 3; ++p)
-                    if (p < parts && part[p] != 0)
-                        atomicAdd(reinterpret_cast<unsigned long long*>(mine + at[p]), (unsigned long long)part[p]);
+                for (int p = 0; p < 3; ++p) {
+                    if (p >= parts) break;
+                    i64* const d = mine + at[p] * C + copy;
+                    if constexpr (C == 32) *d += part[p];  // this lane's own copy
+                    else if (part[p] != 0) atomicAdd(reinterpret_cast<unsigned long long*>(d), (unsigned long long)part[p]);
+                }
             }
             deposited |= queued != 0;
             queued = 0;
+            return most;
         };
         // A load's VEC values (each fits, or -0.0) through the terms of expansions i % WE: the
         // first ALWAYS terms always, the next ones only while some error is left; an error
         // left after the last term queued.
         const auto levels = [&](double (&r)[VEC]) {
+            if constexpr (X::PLAIN != 0) {  // plain additions, exact (exact_fast<f16>)
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) t[i % WE][0] += r[i];
+                return;
+            }
             u64 nz = 0;
 #pragma unroll
             for (int l = 0; l < L; ++l) {
@@ -886,6 +975,88 @@ template <class Op> struct ExactRun {
             levels(r);
         };
 
+        // exact_fast::PLAIN: the first terms moved into the warp's copies (through the queue,
+        // empty after a drain) every FLUSH steps, so that none takes more than PLAIN adds
+        // between two moves, the tail's step included: as often as the carries, which keeps
+        // the cost small and lets a test of a few hundred thousand elements a block reach it.
+        constexpr unsigned FLUSH = NORM;
+        static_assert(X::PLAIN == 0 || (FLUSH + 1) * (NE / WE) <= X::PLAIN, "whole_run: plain sums' moves");
+        unsigned plain = 0;
+        const auto flush = [&]() {
+#pragma unroll
+            for (int e = 0; e < WE; ++e) {
+                const double v = t[e][0];
+                flags |= (u64)__double_as_longlong(v) != (1ull << 63) ? (unsigned)exact::NOT_NEG_ZERO : 0u;
+                if (v != 0.0) push(v);
+                t[e][0] = -0.0;
+            }
+            drain();
+        };
+
+        // Direct mode, for data the expansions do not hold: a step after which some lane had
+        // more than half its queue slots filled is followed by up to DIRECT steps in which
+        // every element's digits go straight into chunks (element_digits: integer
+        // instructions only), where the expansions, the queue and its drain took about 150
+        // instructions an element (f32, ncu). Each lane then adds into its own column of K
+        // chunks, kept in its queue slots (OWN: when they hold K words; it is carried and
+        // added into the warp's copies when the mode ends), or else (f64's 45 chunks) into the
+        // warp's copies. The mode is the warp's (the queue's fullest lane decides), and any
+        // mix of modes gives the same exact sum. H200, 2^28, wide exponents, % of Sum's GB/s:
+        // f32 11% -> 42%, f64 15% -> 26% (its atomics are compare-and-swap loops). The direct
+        // steps have a loop of their own: inside the step loop, their code cost f64's U(0, 1)
+        // run 5%.
+        constexpr bool OWN = NE >= F::K;
+        constexpr unsigned DIRECT = 64;
+        static_assert(!OWN || DIRECT * NE <= exact::RUN_ADDS, "whole_run: a column's adds");
+        typedef exact::element_digits<In> D;
+        i64* const col = reinterpret_cast<i64*>(queue[warp][0]) + lane;  // chunk i at col[32 i]
+        u64 direct_nz = 0;  // an element other than -0.0 was added directly
+        const auto direct_add = [&](In x) {
+            const u64 b = F::bits(x);
+            direct_nz |= b ^ (1ull << (F::MANT + F::EXP));
+            const u64 emax = (1ull << F::EXP) - 1;
+            if (((b >> F::MANT) & emax) == emax) {  // infinite or NaN: flags only
+                const bool neg = ((b >> (F::MANT + F::EXP)) & 1) != 0;
+                flags |= (unsigned)((b & ((1ull << F::MANT) - 1)) != 0 ? exact::NAN_F
+                                    : neg                                 ? exact::NEG_INF
+                                                                          : exact::POS_INF);
+                return;
+            }
+            i64 c[D::PARTS];
+            const int i = D::split(b, c);
+#pragma unroll
+            for (int p = 0; p < D::PARTS; ++p) {
+                if constexpr (OWN) {
+                    col[32 * (i + p)] += c[p];
+                } else {
+                    i64* const d = mine + (i + p) * C + copy;
+                    if (c[p] != 0) atomicAdd(reinterpret_cast<unsigned long long*>(d), (unsigned long long)c[p]);
+                }
+            }
+        };
+        const auto enter_direct = [&]() {
+            if constexpr (OWN) {
+#pragma unroll
+                for (int i = 0; i < F::K; ++i) col[32 * i] = 0;
+            }
+        };
+        // The lane's column carried and added into its copy of the warp's chunks.
+        const auto leave_direct = [&]() {
+            if constexpr (OWN) {
+                i64 c = 0;
+#pragma unroll
+                for (int i = 0; i < F::K; ++i) {
+                    const i64 t = col[32 * i] + c;
+                    const i64 v = i < F::K - 1 ? t & exact::MASK : t;
+                    c = t >> exact::DIGIT;
+                    i64* const d = mine + i * C + copy;
+                    if constexpr (C == 32) *d += v;
+                    else if (v != 0) atomicAdd(reinterpret_cast<unsigned long long*>(d), (unsigned long long)v);
+                }
+                deposited = true;
+            }
+        };
+
         const u64 end = n < first + tiles * TILE ? n : first + tiles * TILE;
         const u64 vectors = end > first ? (end - first) / VEC : 0;
         const uint4* const xv = reinterpret_cast<const uint4*>(x + first);
@@ -894,7 +1065,16 @@ template <class Op> struct ExactRun {
 #pragma unroll
         for (int i = 0; i < VEC; ++i) all[i] = true;
         unsigned since = 0;  // steps since the warp last carried its chunks
-        for (u64 st = 0; st < steps; ++st) {
+        const auto step_done = [&]() {
+            if (++since == NORM) {
+                since = 0;
+                if (__any_sync(0xffffffffu, deposited)) {
+                    carry();
+                    deposited = false;
+                }
+            }
+        };
+        for (u64 st = 0; st < steps;) {
             uint4 raw[LOADS];
 #pragma unroll
             for (int u = 0; u < LOADS; ++u) raw[u] = __ldg(xv + (st * LOADS + u) * BLOCK + threadIdx.x);
@@ -904,17 +1084,38 @@ template <class Op> struct ExactRun {
                 memcpy(v, &raw[u], sizeof(raw[u]));
                 add_load(v, all);
             }
-            drain();
-            if (++since == NORM) {
-                since = 0;
-                if (__any_sync(0xffffffffu, deposited)) {
-                    __syncwarp();
-                    if (lane == 0) exact::normalize(*reinterpret_cast<i64(*)[F::K]>(mine));
-                    __syncwarp();
-                    deposited = false;
+            const unsigned most = drain();
+            if constexpr (X::PLAIN != 0) {
+                if (++plain == FLUSH) {
+                    plain = 0;
+                    flush();
                 }
             }
+            ++st;
+            step_done();
+            if (2 * most > NE) {
+                // Up to DIRECT steps in direct mode, in a loop of their own.
+                enter_direct();
+                const u64 stop = steps - st > DIRECT ? st + DIRECT : steps;
+                for (; st < stop; ++st) {
+#pragma unroll
+                    for (int u = 0; u < LOADS; ++u) raw[u] = __ldg(xv + (st * LOADS + u) * BLOCK + threadIdx.x);
+#pragma unroll
+                    for (int u = 0; u < LOADS; ++u) {
+                        In v[VEC];
+                        memcpy(v, &raw[u], sizeof(raw[u]));
+#pragma unroll
+                        for (int i = 0; i < VEC; ++i) direct_add(v[i]);
+                    }
+                    if constexpr (!OWN) {
+                        deposited = true;
+                        step_done();
+                    }
+                }
+                leave_direct();
+            }
         }
+        flags |= direct_nz != 0 ? (unsigned)exact::NOT_NEG_ZERO : 0u;
         const u64 rest = first + steps * LOADS * BLOCK * VEC;
         if (rest < end) {
 #pragma unroll
@@ -932,10 +1133,8 @@ template <class Op> struct ExactRun {
             drain();
         }
 
-        // The warp's chunks carried (below 2^48 but the top one), then the block's sum.
-        __syncwarp();
-        if (lane == 0) exact::normalize(*reinterpret_cast<i64(*)[F::K]>(mine));
-        __syncwarp();
+        // The warp's copies carried (below 2^48 but the top chunk), then the block's sum.
+        carry();
         State s;
 #pragma unroll
         for (int e = 0; e < E; ++e)
@@ -943,7 +1142,7 @@ template <class Op> struct ExactRun {
             for (int l = 0; l < L; ++l) s.t[e][l] = t[e][l];
         s.seen = first < n;
         s.spill.used = false;
-        return join_terms<BLOCK>(s, flags, mine, smem);
+        return join_terms<BLOCK, C>(s, flags, mine, smem);
     }
 #endif
 };

@@ -191,7 +191,8 @@ fn random_sums_on_the_gpu_have_the_cpus_bits() {
 /// Long arrays whose elements nearly all leave the expansions (exponents over hundreds of
 /// binades): each block of the whole-array kernel reduces tens of tiles, so its warps carry
 /// their deposited chunks in the middle of the run as well as at its end, and an infinity
-/// and a NaN late in the array still decide the result.
+/// and a NaN late in the array still decide the result. Long f16 arrays likewise move the
+/// kernel's plain f16 sums into the accumulator in the middle of a block's run.
 #[test]
 #[ignore = "needs a CUDA device"]
 fn long_runs_of_deposits_have_the_cpus_bits() {
@@ -205,6 +206,19 @@ fn long_runs_of_deposits_have_the_cpus_bits() {
     check_reduce(&x32, "wide f32, 5e7");
     x32[n / 2] = f32::NAN;
     check_reduce(&x32, "wide f32, 5e7, NaN in the middle");
+    // f16's plain sums (moved into the accumulator every few steps of a block's run): every
+    // exponent; the largest values, alternating in sign so that each of a thread's plain
+    // sums grows the most; and -0.0, whose sign must survive the moves.
+    let m = (1 << 27) + 5;
+    check_reduce(&wide_exponents::<f16>(m, &mut r), "wide f16, 2^27 + 5");
+    let alternating: Vec<f16> = (0..m)
+        .map(|i| if i % 2 == 0 { f16::MAX } else { -f16::MAX })
+        .collect();
+    check_reduce(&alternating, "f16 +-MAX, 2^27 + 5");
+    let mut zeros = vec![f16::NEG_ZERO; m];
+    check_reduce(&zeros, "f16 -0.0, 2^27 + 5");
+    zeros[m / 3] = f16::ZERO;
+    check_reduce(&zeros, "f16 -0.0 and one +0.0, 2^27 + 5");
 }
 
 /// An f32 element widened to f64 and moved by its index: `x a + k b`.
