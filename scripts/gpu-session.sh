@@ -185,14 +185,16 @@ exact)
   # Exact and compensated sums beside the plain one (benches/gpu_exact.rs), then the peers on
   # the same distributions: torch and CuPy (scripts/exact_peers.py) and CUB's plain and
   # deterministic sums (scripts/cub_exact.cu), each with its error against the exact sum.
-  # EXACT_LOG2 / EXACT_DATA narrow the runs.
+  # EXACT_LOG2 / EXACT_DATA / EXACT_DTYPES narrow the runs (the peers take f32 and f64).
   lg=${EXACT_LOG2:-20,24,28} data=${EXACT_DATA:-uniform,normal,wide,illcond}
-  .gpu/bin/bench-gpu_exact --log2 "$lg" --data "$data" --json "$out/exact.json" 2>&1 | tee "$out/exact.txt"
+  .gpu/bin/bench-gpu_exact --dtypes "${EXACT_DTYPES:-f32,f64,f16,bf16}" --log2 "$lg" --data "$data" \
+    --json "$out/exact.json" 2>&1 | tee "$out/exact.txt"
   echo "cufold exit ${PIPESTATUS[0]}"
   python3 scripts/exact_peers.py --log2 "$lg" --data "$data" --json "$out/exact_peers.json" 2>&1 |
     tee "$out/exact_peers.txt"
   echo "peers exit ${PIPESTATUS[0]}"
-  # A newer CCCL than the toolkit's (for the deterministic sum), when staged as .gpu/cccl.tgz.
+  # A newer CCCL than the toolkit's (for the deterministic sum, CCCL 3.1 on), when staged as
+  # .gpu/cccl.tgz: a folder `cccl` holding CCCL's include folders cub, thrust, cuda and nv.
   inc=()
   if [[ -e .gpu/cccl.tgz ]]; then mkdir -p /tmp/cccl && tar xzf .gpu/cccl.tgz -C /tmp/cccl && inc=(-I/tmp/cccl/cccl); fi
   if nvcc -O3 -std=c++17 -arch=sm_90 "${inc[@]}" scripts/cub_exact.cu -o /tmp/cub_exact 2> "$out/cub_exact_build.txt"; then
