@@ -1074,10 +1074,14 @@ template <class Op> struct ExactRun {
                 }
             }
         };
-        for (u64 st = 0; st < steps;) {
-            uint4 raw[LOADS];
+        // Step st's loads, all issued before any is used: thread t takes vectors t, t + BLOCK, ...
+        const auto load = [&](u64 st, uint4(&raw)[LOADS]) {
 #pragma unroll
             for (int u = 0; u < LOADS; ++u) raw[u] = __ldg(xv + (st * LOADS + u) * BLOCK + threadIdx.x);
+        };
+        for (u64 st = 0; st < steps;) {
+            uint4 raw[LOADS];
+            load(st, raw);
 #pragma unroll
             for (int u = 0; u < LOADS; ++u) {
                 In v[VEC];
@@ -1098,8 +1102,7 @@ template <class Op> struct ExactRun {
                 enter_direct();
                 const u64 stop = steps - st > DIRECT ? st + DIRECT : steps;
                 for (; st < stop; ++st) {
-#pragma unroll
-                    for (int u = 0; u < LOADS; ++u) raw[u] = __ldg(xv + (st * LOADS + u) * BLOCK + threadIdx.x);
+                    load(st, raw);
 #pragma unroll
                     for (int u = 0; u < LOADS; ++u) {
                         In v[VEC];
