@@ -74,17 +74,19 @@ constexpr unsigned RUN_ADDS = 1u << 13;
 // The exponent of the smallest subnormal of a format.
 __device__ __forceinline__ int sub_exp(int mant, int exp) { return 2 - (1 << (exp - 1)) - mant; }
 
-// Carries propagated upwards: the canonical form of the same value.
-template <int K> __device__ __forceinline__ void normalize(i64 (&c)[K]) {
+// Carries propagated upwards: the canonical form of the same value. normalize_at: the
+// chunks of c every S words (chunk i at c[S i]).
+template <int K, int S = 1> __device__ __forceinline__ void normalize_at(i64* c) {
     i64 carry = 0;
 #pragma unroll
     for (int i = 0; i < K - 1; ++i) {
-        const i64 t = c[i] + carry;
-        c[i] = t & MASK;
+        const i64 t = c[S * i] + carry;
+        c[S * i] = t & MASK;
         carry = t >> DIGIT;  // arithmetic: the floor
     }
-    c[K - 1] += carry;
+    c[S * (K - 1)] += carry;
 }
+template <int K> __device__ __forceinline__ void normalize(i64 (&c)[K]) { normalize_at<K>(c); }
 
 // mant * 2^pos (pos counted from the unit), negated if neg, added into c (not normalised):
 // the low 48 - s bits of mant into chunk pos / 48, the next 48 into the one above, and, for a
@@ -868,16 +870,7 @@ template <class Op> struct ExactRun {
         // Every copy carried (canonical but for the top chunk).
         const auto carry = [&]() {
             __syncwarp();
-            if (lane < C) {
-                i64 c = 0;
-#pragma unroll
-                for (int i = 0; i < F::K - 1; ++i) {
-                    const i64 t = mine[i * C + lane] + c;
-                    mine[i * C + lane] = t & exact::MASK;
-                    c = t >> exact::DIGIT;  // arithmetic: the floor
-                }
-                mine[(F::K - 1) * C + lane] += c;
-            }
+            if (lane < C) exact::normalize_at<F::K, C>(mine + lane);
             __syncwarp();
         };
 
