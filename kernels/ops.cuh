@@ -234,18 +234,20 @@ template <class T> struct MeanVar {
         return r;
     }
     __device__ Out finish(Acc a, u64) const { return a; }
-    // Byte inputs: every node of the tree over a run of n <= 2^16 bytes holds exact values (its
-    // mean has at most log2(n) bits after the point, its m2 n sumsq - sum^2 over n, under 2^48
-    // before the division by n), so a run's tree is the exact (n, sum / n, (n sumsq - sum^2)
-    // / n), computed here from the run's integer sum and sum of squares with the same bits
-    // (reduce.cuh, cf::lane_run_by_load; src/ops/stats.rs says why). Counts are powers of two.
+    // Byte inputs: every node of the tree over n = 2^k <= 2^18 aligned bytes holds exact values
+    // (its mean a multiple of 2^-k below 256; its m2 a multiple of 2^-k below 2^(k+14), at most
+    // 50 bits; every difference, square and sum of the combine on the way as well), so such a
+    // node is the exact (n, sum / n, (n sumsq - sum^2) / n), computed here from the integer sum
+    // and sum of squares of its bytes with the same bits (reduce.cuh: cf::lane_run_by_load's
+    // runs and cf::byte_group's groups; src/ops/stats.rs says why). n sumsq < 2^52, so the
+    // numerator converts exactly.
     static constexpr bool BYTE_RUNS = sizeof(T) == 1;
-    __device__ Acc byte_run(unsigned sum, unsigned sumsq, unsigned n) const {
+    __device__ Acc byte_run(u64 sum, u64 sumsq, u64 n) const {
         const double inv = 1.0 / (double)n;
         Acc r;
         r.count = (double)n;
         r.mean = (double)sum * inv;
-        r.m2 = (double)((u64)n * sumsq - (u64)sum * sum) * inv;
+        r.m2 = (double)(n * sumsq - sum * sum) * inv;
         return r;
     }
 };

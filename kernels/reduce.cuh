@@ -128,6 +128,38 @@ __device__ __forceinline__ typename Op::Acc tile_reduce(const Op& op, const Load
     return tile_reduce_at<Op, BLOCK, K, VEC>(op, ld, base, limit, smem, (int)(threadIdx.x >> 5));
 }
 
+// tile_reduce of a tile that lies wholly in the input, read through an aligned InputLoader
+// (cf::stages_input): all K 16-byte loads issued first, with no bounds test, then each load's
+// tree, then the same joins. The same nodes as tile_reduce (its trees are cut at `limit`,
+// which is at least the tile here), with the thread's K loads in flight together: the bounds
+// test between tile_reduce's loads keeps the compiler from issuing one before the tree of
+// the one before (a load at a time a thread).
+template <class Op, int BLOCK, int K, int VEC, class Loader>
+__device__ __forceinline__ typename Op::Acc tile_reduce_whole(const Op& op, const Loader& ld, u64 base, u64 limit,
+                                                              typename Op::Acc* smem) {
+    typedef typename Op::Acc Acc;
+    typedef typename Op::In In;
+    static_assert(sizeof(In) * VEC == 16, "whole tiles read 16 bytes a load");
+    constexpr u64 SEG = 32ull * VEC;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const u64 at = base + (u64)warp * SEG * K + (u64)lane * VEC;
+    uint4 w[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) w[k] = __ldg(reinterpret_cast<const uint4*>(ld.x + at + k * SEG));
+    Acc v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        In raw[VEC];
+        memcpy(raw, &w[k], 16);
+        Acc items[VEC];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) items[i] = op.lift(raw[i], at + k * SEG + i);
+        thread_reduce(op, items, VEC);
+        v[k] = items[0];
+    }
+    return tile_join<Op, BLOCK, K, VEC>(op, v, limit, smem);
+}
+
 // An operator's combine for two non-empty nodes of equal count, which is every combine inside
 // a tile that lies wholly in the input (the canonical tree is balanced there): an operator
 // may define `combine_full` for that case, with combine's bits and less work (MeanVar: no
@@ -215,13 +247,135 @@ template <class F, class O> struct has_tame_acc<Mapped<F, O>, void> {
 template <class O> struct has_tame_acc<At<O>, void> { static constexpr bool value = has_tame_acc<O>::value; };
 template <class O> struct has_tame_acc<Tree<O>, void> { static constexpr bool value = has_tame_acc<O>::value; };
 template <class W> struct has_tame_acc<WrappedFull<W>, void> { static constexpr bool value = has_tame_acc<W>::value; };
-// An operator over bytes may give a full run's tree from the run's integer sum and sum of
-// squares (`BYTE_RUNS`, `byte_run(sum, sumsq, n)`: MeanVar<u8>, whose nodes there are exact),
-// which a lane then computes with __dp4a, four bytes an instruction.
+// An operator over bytes may give the node over up to 2^18 aligned positions from their
+// integer sum and sum of squares (`BYTE_RUNS`, `byte_run(sum, sumsq, n)`: MeanVar<u8>, whose
+// nodes there are exact), which the block then computes with __dp4a, four bytes an
+// instruction (byte_group, byte_load_tree).
 template <class Op, class = void> struct byte_runs { static constexpr bool value = false; };
 template <class Op> struct byte_runs<Op, typename void_type<decltype(Op::BYTE_RUNS)>::type> {
     static constexpr bool value = Op::BYTE_RUNS;
 };
+// Whether loader L reads aligned input with 16-byte loads (InputLoader with VECTOR), which
+// staged lane runs and byte groups read straight from x.
+template <class L> struct stages_input { static constexpr bool value = false; };
+template <class Op, int VEC> struct stages_input<InputLoader<Op, VEC, true>> { static constexpr bool value = true; };
+// Byte runs in groups: the tree over `tiles` whole tiles from `base` (a power of two of them,
+// at most byte_group_most() positions, an aligned node of the canonical tree), from the integer sum and
+// sum of squares of its bytes, which every thread gathers from the tiles' coalesced loads in
+// any order (the node is exact, so the order of the bytes does not matter), the warps with
+// __reduce_add_sync and thread 0 from the warps' pairs in `smem` (WARPS of them; callers
+// alternate two arrays between groups): one barrier a group, no f64 arithmetic in the loop.
+// The result is meaningful in thread 0.
+template <int BLOCK, int K, int VEC>
+__device__ __forceinline__ constexpr u64 byte_group_most() {
+    // 2^18 positions keep every node exact (ops.cuh, MeanVar::byte_run); at most 2^16 a warp
+    // keeps a warp's sum of squares (each at most 255^2) in 32 bits.
+    return (BLOCK / 32) * 65536ull < (1ull << 18) ? (BLOCK / 32) * 65536ull : (1ull << 18);
+}
+// The K 16-byte loads of one tile of the calling thread's at `at` (byte_group), issued
+// together: straight from x for aligned input (stages_input; the group is whole, so no
+// position needs a guard), else through the loader.
+template <int K, int VEC, class Loader>
+__device__ __forceinline__ void byte_loads(const Loader& ld, u64 at, uint4 (&w)[K]) {
+    constexpr u64 SEG = 32ull * VEC;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        if constexpr (stages_input<Loader>::value) {
+            w[k] = __ldg(reinterpret_cast<const uint4*>(ld.x + at + k * SEG));
+        } else {
+            unsigned char v[VEC];
+            ld.fetch(at + k * SEG, v);
+            memcpy(&w[k], v, 16);
+        }
+    }
+}
+// Adds the bytes of K loads to `sum` and `sumsq`, four an instruction.
+template <int K> __device__ __forceinline__ void byte_sums(const uint4 (&w)[K], unsigned& sum, unsigned& sumsq) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const unsigned words[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            sum = __dp4a(words[q], 0x01010101u, sum);
+            sumsq = __dp4a(words[q], words[q], sumsq);
+        }
+    }
+}
+template <class Op, int BLOCK, int K, int VEC, class Loader>
+__device__ __forceinline__ typename Op::Acc byte_group(const Op& op, const Loader& ld, u64 base, u64 tiles,
+                                                       uint2* smem) {
+    constexpr int WARPS = BLOCK / 32;
+    constexpr u64 SEG = 32ull * VEC, TILE = (u64)BLOCK * K * VEC;
+    static_assert(sizeof(typename Op::In) == 1 && VEC == 16, "byte groups read 16 bytes a load");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    unsigned sum = 0, sumsq = 0;
+    const u64 at = base + (u64)warp * SEG * K + (u64)lane * VEC;
+    // Two tiles' loads in turn: the next tile's are issued before this one's are added, so
+    // that a thread always has loads in flight.
+    uint4 a[K], b[K];
+    byte_loads<K, VEC>(ld, at, a);
+    u64 j = 1;
+#pragma unroll 1
+    for (; j + 1 < tiles; j += 2) {
+        byte_loads<K, VEC>(ld, at + j * TILE, b);
+        byte_sums(a, sum, sumsq);
+        byte_loads<K, VEC>(ld, at + (j + 1) * TILE, a);
+        byte_sums(b, sum, sumsq);
+    }
+    if (j < tiles) {
+        byte_loads<K, VEC>(ld, at + j * TILE, b);
+        byte_sums(a, sum, sumsq);
+        byte_sums(b, sum, sumsq);
+    } else {
+        byte_sums(a, sum, sumsq);
+    }
+    sum = __reduce_add_sync(0xffffffffu, sum);
+    sumsq = __reduce_add_sync(0xffffffffu, sumsq);
+    if (lane == 0) smem[warp] = make_uint2(sum, sumsq);
+    __syncthreads();
+    typename Op::Acc r = op.identity();
+    if (threadIdx.x == 0) {
+        u64 s = 0, q = 0;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) {
+            s += smem[w].x;
+            q += smem[w].y;
+        }
+        r = op.byte_run(s, q, tiles * TILE);
+    }
+    return r;
+}
+// A byte operator's tree over the VEC positions of one load at `p` (tile_reduce_at's lifted
+// items and thread_reduce, in few registers, for the tile where the input ends): from the
+// integer sums where all VEC are in the input (an exact node), else a binary counter over the
+// lifted positions with the identity past n, the same tree (the identity joins as nothing).
+template <class Op, int VEC, class Loader>
+__device__ __forceinline__ typename Op::Acc byte_load_tree(const Op& op, const Loader& ld, u64 p, u64 n) {
+    typedef typename Op::Acc Acc;
+    typename Op::In raw[VEC];
+    ld.fetch(p, raw);
+    if (p + VEC <= n) {
+        unsigned sum = 0, sumsq = 0;
+#pragma unroll
+        for (int w = 0; w < VEC / 4; ++w) {
+            unsigned word;
+            memcpy(&word, raw + 4 * w, 4);
+            sum = __dp4a(word, 0x01010101u, sum);
+            sumsq = __dp4a(word, word, sumsq);
+        }
+        return op.byte_run(sum, sumsq, VEC);
+    }
+    Acc stack[ilog2(VEC) + 1];
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+        Acc t = p + i < n ? op.lift(raw[i], p + i) : op.identity();
+        int level = 0;
+#pragma unroll
+        for (; (i >> level) & 1; ++level) t = op.combine(stack[level], t);
+        stack[level] = t;
+    }
+    return stack[ilog2(VEC)];
+}
 // An operator may instead check its tame combine's result (`tree_tame(tree, bounded)`: whether
 // a tree built with the tame combine has combine's bits, and in `bounded` whether it may join
 // others with it), and give a cheaper tame combine of two lifted inputs
@@ -253,23 +407,6 @@ __device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const
     typedef typename Op::Acc Acc;
     constexpr u64 RUN = (u64)K * VEC;
     constexpr bool RAW = has_tame<Op>::value, LIFTED = has_tame_acc<Op>::value;
-    if constexpr (byte_runs<Op>::value) {
-        static_assert(sizeof(typename Op::In) == 1 && VEC % 4 == 0 && RUN <= 65536, "byte runs of at most 2^16");
-        unsigned sum = 0, sumsq = 0;
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            typename Op::In raw[VEC];
-            src(k, raw);
-#pragma unroll
-            for (int w = 0; w < VEC / 4; ++w) {
-                unsigned word;
-                memcpy(&word, raw + 4 * w, 4);
-                sum = __dp4a(word, 0x01010101u, sum);
-                sumsq = __dp4a(word, word, sumsq);
-            }
-        }
-        return op.byte_run(sum, sumsq, (unsigned)RUN);
-    }
     Acc stack[ilog2(K) + 1];
     bool all = true;
 #pragma unroll
@@ -386,9 +523,7 @@ __device__ __forceinline__ typename Op::Acc warp_runs(const Op& op, const Loader
 // idle for most of each tile. Each warp copies its own 32 runs (K vectors each,
 // padded by one so that lanes reading their runs hit different banks) with coalesced
 // 16-byte copies, and only its lanes read them: a __syncwarp orders the copies and the reads.
-// For aligned input (InputLoader with VECTOR) and rings of at most RING_BYTES.
-template <class L> struct stages_input { static constexpr bool value = false; };
-template <class Op, int VEC> struct stages_input<InputLoader<Op, VEC, true>> { static constexpr bool value = true; };
+// For aligned input (cf::stages_input) and rings of at most RING_BYTES.
 constexpr int RING_BYTES = 40960;
 template <int BLOCK, int K> struct RunRing {
     static constexpr int WARP = 32 * (K + 1);  // vectors of one warp's stage
@@ -497,10 +632,11 @@ __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader&
 // a full multiprocessor, 32 registers a thread: left to itself the compiler took 33 to 41 for
 // f16 sums, f32 means and f64 sums, which in blocks of 1024 holds one block an SM, half the
 // threads (and fits in 32 with no spill). Operators with lane runs (MeanVar, the compensated
-// and f64 sums; not MeanVar of bytes, which keeps a join a tile) ask for 640 threads, 102
-// registers a thread: f16 MeanVar's kernel took 106 when its tiles' joins moved into groups
-// (reduce_grid), which held four blocks of 128 an SM instead of five, and fits in 90 with no
-// spill. Other operators: 1, no bound on registers.
+// and f64 sums) ask for 640 threads, 102 registers a thread: f16 MeanVar's kernel took 106
+// when its tiles' joins moved into groups (reduce_grid), which held four blocks of 128 an SM
+// instead of five, and fits in 90 with no spill. MeanVar of bytes takes 90 too (its cold
+// paths: the tile where the input ends, the partials); bound to 64 or 40 registers, which
+// spill there, it read 8% and 45% slower at 2^28 (H200). Other operators: 1, no bound.
 template <class R, class = void> struct run_regs { static constexpr int value = 0; };
 template <class R> struct run_regs<R, typename void_type<decltype(R::REGS)>::type> {
     static constexpr int value = R::REGS;
@@ -509,7 +645,7 @@ template <class Op, int BLOCK, bool ORDER_FREE> struct min_blocks {
     static constexpr int regs = run_regs<Run<Op>>::value;
     static constexpr bool light = !ORDER_FREE && sizeof(typename Op::Acc) <= 8 && !lane_runs<Op>::value;
     static constexpr int by_regs =
-        regs > 0 ? 65536 / (BLOCK * regs) : light ? 2048 / BLOCK : lane_runs<Op>::value && !byte_runs<Op>::value && !ORDER_FREE ? 640 / BLOCK : 1;
+        regs > 0 ? 65536 / (BLOCK * regs) : light ? 2048 / BLOCK : lane_runs<Op>::value && !ORDER_FREE ? 640 / BLOCK : 1;
     static constexpr int value = by_regs < 1 ? 1 : by_regs > 2048 / BLOCK ? 2048 / BLOCK : by_regs;
 };
 
@@ -540,7 +676,11 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
         total = free_run<Op, BLOCK, K, VEC, true>(op, ld, first, tiles_per_block, n, smem[0], (int)(threadIdx.x >> 5));
     } else {
         typedef RunRing<BLOCK, K> Ring;
-        constexpr bool STAGED = lane_runs<Op>::value && stages_input<Loader>::value && Ring::BYTES <= RING_BYTES;
+        // Byte runs (MeanVar<u8>) read whole groups of tiles with plain loads (byte_group), so
+        // they stage nothing.
+        constexpr bool BYTES = byte_runs<Op>::value;
+        constexpr bool STAGED =
+            lane_runs<Op>::value && !BYTES && stages_input<Loader>::value && Ring::BYTES <= RING_BYTES;
         __shared__ uint4 ring[STAGED ? Ring::BYTES / 16 : 1];
         uint4* const mine = STAGED ? ring + (threadIdx.x >> 5) * Ring::WARP : ring;  // this warp's stages
         const auto whole = [&](u64 j) { return j < tiles_per_block && first + (j + 1) * TILE <= n; };
@@ -573,8 +713,34 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
         const u64 g = tiles_per_block < GROUP_MOST ? tiles_per_block : GROUP_MOST;  // a power of two
         const int glog = __ffsll((long long)g) - 1;
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        // Byte groups: `bg` tiles (a power of two) a node, where the whole group is in the input.
+        constexpr u64 BG_MOST = byte_group_most<BLOCK, K, VEC>() / TILE;
+        static_assert(!BYTES || BG_MOST >= 1, "a byte group holds at least one tile");
+        __shared__ uint2 pairs[BYTES ? 2 : 1][BYTES ? WARPS : 1];
+        const u64 bg = tiles_per_block < BG_MOST ? tiles_per_block : BG_MOST;
+        const int bglog = __ffsll((long long)bg) - 1;
         for (u64 j = 0; j < tiles_per_block; ++j) {
             const u64 base = first + j * TILE;
+            if constexpr (BYTES) {
+                if ((j & (bg - 1)) == 0 && whole(j + bg - 1)) {
+                    const Acc v = byte_group<Op, BLOCK, K, VEC>(op, ld, base, bg, pairs[(j >> bglog) & 1]);
+                    if (threadIdx.x == 0) push(v, j + bg - 1, bglog);
+                    j += bg - 1;
+                } else if (base < n) {
+                    // A tile of the group where the input ends: tile_reduce's tree, a load's
+                    // bytes at a time (byte_load_tree), in few registers.
+                    constexpr u64 SEG = 32ull * VEC;
+                    const u64 at = base + (u64)warp * SEG * K + (u64)lane * VEC;
+                    Acc v[K];
+#pragma unroll
+                    for (int k = 0; k < K; ++k) v[k] = byte_load_tree<Op, VEC>(op, ld, at + k * SEG, n);
+                    const Acc t = tile_join<Op, BLOCK, K, VEC>(op, v, limit, smem[j & 1]);
+                    if (threadIdx.x == 0) push(t, j, 0);
+                } else if (threadIdx.x == 0) {
+                    push(op.identity(), j, 0);
+                }
+                continue;
+            }
             Acc t = op.identity();
             bool done = base >= n;
             if constexpr (STAGED) {
@@ -632,6 +798,12 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
                     } else {
                         t = tile_reduce<Full, BLOCK, K, VEC>(full, ld, base, limit, smem[j & 1]);
                     }
+                    done = true;
+                }
+            }
+            if constexpr (!RUNS && stages_input<Loader>::value) {
+                if (!done && base + TILE <= n) {
+                    t = tile_reduce_whole<Op, BLOCK, K, VEC>(op, ld, base, limit, smem[j & 1]);
                     done = true;
                 }
             }

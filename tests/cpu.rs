@@ -284,13 +284,13 @@ fn mean_and_variance_match_a_two_pass_reference() {
 }
 
 /// The premise of the GPU's byte runs (kernels/ops.cuh, `MeanVar::byte_run`): on u8 inputs,
-/// the canonical tree over 2^k positions (k <= 16) holds the exact count, mean and m2, so
-/// computing a run's node from its integer sum and sum of squares gives the tree's bits.
+/// the canonical tree over 2^k positions (k <= 18) holds the exact count, mean and m2, so
+/// computing a node from its integer sum and sum of squares gives the tree's bits.
 #[test]
 fn meanvar_of_bytes_is_exact_on_power_of_two_runs() {
     let s = seed("meanvar_of_bytes_is_exact_on_power_of_two_runs");
     let mut r = Rng(s);
-    for k in 0..=16u32 {
+    for k in 0..=18u32 {
         let n = 1usize << k;
         let patterns: [Vec<u8>; 5] = [
             (0..n).map(|_| r.next() as u8).collect(),

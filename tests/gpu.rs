@@ -171,6 +171,62 @@ fn the_gpu_follows_the_canonical_tree_for_every_block_size() {
     }
 }
 
+/// MeanVar of bytes, whose kernel computes each aligned group of up to 2^18 positions from
+/// integer sums (exact nodes, kernels/reduce.cuh's byte groups), against the CPU's tree: the
+/// largest sums of squares (all 255), the widest spread (0 and 255 alternating, or in halves),
+/// random bytes; sizes that end in a partial group, a partial tile and a whole one; block
+/// sizes that change the group's tiles; an unaligned view.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn meanvar_of_bytes_in_groups_has_the_cpus_bits() {
+    let s = seed("meanvar_of_bytes_in_groups_has_the_cpus_bits");
+    let g = gpu();
+    let sizes = tiered(
+        &[(1 << 18) - 1, 1 << 18, (1 << 22) + 3, (1 << 24) + 8192 + 5],
+        &[(1 << 28) + 77],
+    );
+    for n in sizes {
+        let patterns: [(&str, Vec<u8>); 4] = [
+            ("random", data(n, s ^ n as u64)),
+            ("all 255", vec![255; n]),
+            (
+                "0 and 255 alternating",
+                (0..n).map(|i| if i % 2 == 0 { 0 } else { 255 }).collect(),
+            ),
+            (
+                "0 then 255",
+                (0..n).map(|i| if i < n / 2 { 0 } else { 255 }).collect(),
+            ),
+        ];
+        for (what, host) in &patterns {
+            let dev = upload(g, host);
+            let want = Cpu::new().reduce(host, MeanVar).unwrap();
+            let got = g.reduce(&dev, MeanVar).unwrap();
+            assert!(
+                same(&got, &want),
+                "{what}, n = {n}: GPU {got:?}, CPU {want:?}"
+            );
+            for block in [32, 64, 1024] {
+                let r = g
+                    .reducer_with::<u8, _>(MeanVar, ReduceConfig::default().block(block))
+                    .unwrap();
+                let got = r.reduce(&dev).unwrap();
+                assert!(
+                    same(&got, &want),
+                    "{what}, n = {n}, block = {block}: GPU {got:?}, CPU {want:?}"
+                );
+            }
+            let view = dev.slice(1..);
+            let want = Cpu::new().reduce(&host[1..], MeanVar).unwrap();
+            let got = g.reduce(&view, MeanVar).unwrap();
+            assert!(
+                same(&got, &want),
+                "{what}, n = {n}, offset view: GPU {got:?}"
+            );
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn results_do_not_depend_on_the_block_size() {

@@ -132,10 +132,11 @@ impl MeanVarValue {
 /// `[f64::MAX, -f64::MAX]` has mean 0 and `[inf, 1]` mean `inf`; data holding an infinity
 /// has NaN variance, and deviations past `f64::MAX` an infinite one.
 ///
-/// On `u8` input every node over up to 2^16 positions is exact: its mean has at most 16 bits
-/// after the point and its `m2` is `(n Σx² - (Σx)²) / n`, under 2^48 before the division by a
-/// power of two, so every subtraction, product and sum of the combine is exact. The GPU
-/// computes such nodes from integer sums (four bytes an instruction), with the tree's bits.
+/// On `u8` input every node over `n = 2^k ≤ 2^18` positions is exact: its mean is a multiple
+/// of `2^-k` below 256, and its `m2`, `(n Σx² - (Σx)²) / n`, a multiple of `2^-k` below
+/// `2^(k+14)` (at most 50 significant bits), so every subtraction, product and sum of the
+/// combine is exact. The GPU computes such nodes from integer sums (four bytes an
+/// instruction), with the tree's bits.
 ///
 /// ```
 /// let s = cufold::Cpu::new().reduce(&[1.0f32, 2.0, 3.0], cufold::ops::MeanVar)?;
