@@ -136,7 +136,8 @@ report)
   ops=sum,prod,min,max,minmax,argmin,argmax,widesum,mean,meanvar
   sweep=10,12,14,16,18,20,22,24,26,28,30
   run() { local name=$1; shift; "$@" > "$out/$name.txt" 2>&1; echo "$name exit $?"; }
-  run reduce $R --log2 24,28 --json "$out/reduce.json"
+  # The exact and compensated sums have their own section and call (exact, below).
+  run reduce $R --ops $ops,div2mean --log2 24,28 --check-up-to 24 --json "$out/reduce.json"
   run peers python3 $P --ops $ops --log2 24,28 --json "$out/peers.json"
   run sweep $R --ops sum,max,minmax,argmax,mean,meanvar --dtypes f32 --log2 $sweep --check-up-to 26 \
     --json "$out/sweep.json"
