@@ -2,12 +2,14 @@
 """The peers of cufold's ExactSum: how fast PyTorch's and CuPy's (CUB's) sums are, and how far
 each lands from the exact sum of the same data, for the benchmark report.
 
-  python3 scripts/exact_peers.py [--dtypes f32,f64] [--log2 20,24,28]
+  python3 scripts/exact_peers.py [--dtypes f32,f64,f16,bf16] [--log2 20,24,28]
                                  [--data uniform,normal,wide,illcond] [--reps 50] [--json OUT]
 
 Measured, for each dtype, size and data kind:
   torch sum      torch.sum(x)                          (f32 input: an f32 result)
   torch widesum  torch.sum(x, dtype=torch.float64)     (f32 input only; for f64 it is sum)
+  (f16 and bf16: torch's and CuPy's sums in the element type, which accumulate in f32; CuPy has
+  no bf16; their data uniform and normal only)
   cupy  sum      cupy.sum on a zero-copy view of x     (CuPy reduces through CUB)
   cupy  widesum  the same with dtype=float64           (f32 input only; CUB or CuPy's own kernel)
 Time as scripts/peers.py takes it: median of --reps calls, each between two CUDA events, after
@@ -50,6 +52,8 @@ os.environ.setdefault("CUPY_ACCELERATORS", "cub")
 # [0.5, 1)) for finite values, subnormals included; nmin: the least normal binade 2^nmin.
 FMT = {"f32": dict(p=24, emin=-148, emax=128, nmin=-126, ebias=127, mbits=23, wide=100, L=41),
        "f64": dict(p=53, emin=-1073, emax=1024, nmin=-1022, ebias=1023, mbits=52, wide=600, L=101)}
+# The halves' rounding formats (their sums are exact in f32's, which exact_sum takes).
+HALF = {"f16": dict(p=11, nmin=-14), "bf16": dict(p=8, nmin=-126)}
 PIECE = 26   # bits of a significand piece: a piece < 2^27, n <= 2^30 of them sum below 2^57
 LANES = 64   # int64 accumulators per exponent, element i into lane i % LANES
 CHUNK = 1 << 26
@@ -57,7 +61,7 @@ DEVICE = "cuda"
 
 
 def tdtype(torch, dname):
-    return {"f32": torch.float32, "f64": torch.float64}[dname]
+    return {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}[dname]
 
 
 def dname_of(torch, dt):
@@ -108,7 +112,7 @@ def round_to(q, dname):
     """q rounded to nearest, ties to even, in the format dname (subnormals kept; no overflow)."""
     if q == 0:
         return Fraction(0)
-    f = FMT[dname]
+    f = FMT.get(dname) or HALF[dname]
     a = abs(q)
     e = a.numerator.bit_length() - a.denominator.bit_length()
     if a < pow2(e):
@@ -124,7 +128,7 @@ def round_to(q, dname):
 
 def ulp_of(v, dname):
     """The ulp of the value v (a Fraction representable in dname)."""
-    f = FMT[dname]
+    f = FMT.get(dname) or HALF[dname]
     e = f["nmin"]
     if v != 0:
         a = abs(v)
@@ -146,8 +150,9 @@ def errors(result, exact, out_dname):
 
 
 def gen(torch, kind, n, dname, device, seed):
-    """n elements of the data kind in dtype dname, on device, from seed."""
-    dt = tdtype(torch, dname); f = FMT[dname]
+    """n elements of the data kind in dtype dname, on device, from seed (halves: uniform and
+    normal only)."""
+    dt = tdtype(torch, dname); f = FMT.get(dname)
     g = torch.Generator(device=device); g.manual_seed(seed)
     if kind == "uniform":
         return torch.rand(n, generator=g, device=device, dtype=dt)
@@ -243,20 +248,22 @@ def main():
             for lg in map(int, a.log2.split(",")):
                 n = 1 << lg
                 x = gen(torch, kind, n, dname, DEVICE, seed=zlib.crc32(f"{dname}/{kind}/{lg}".encode()))
-                exact = exact_sum(torch, x)
+                # A half converts to f32 exactly.
+                exact = exact_sum(torch, x.float() if dname in HALF else x)
                 l1 = torch.sum(x.abs(), dtype=torch.float64).item()
                 cond = l1 / abs(float(exact)) if exact != 0 else math.inf
                 print(f"# {dname} {kind} 2^{lg}: exact sum {float(exact):.17g}, condition number {cond:.3g}",
                       flush=True)
-                cx = cp.from_dlpack(x) if cp is not None and "cupy" in libs else None
+                # CuPy has no bf16.
+                cx = cp.from_dlpack(x) if cp is not None and "cupy" in libs and dname != "bf16" else None
                 todo = []
                 if "torch" in libs:
                     todo.append(("torch", "sum", lambda: torch.sum(x)))
-                    if dt != torch.float64:
+                    if dname == "f32":
                         todo.append(("torch", "widesum", lambda: torch.sum(x, dtype=torch.float64)))
                 if cx is not None:
                     todo.append(("cupy", "sum", lambda: cx.sum()))
-                    if dt != torch.float64:
+                    if dname == "f32":
                         todo.append(("cupy", "widesum", lambda: cx.sum(dtype="float64")))
                 for lib, op, fn in todo:
                     out = fn()
