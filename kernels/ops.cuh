@@ -238,8 +238,8 @@ template <class T> struct MeanVar {
     // (its mean a multiple of 2^-k below 256; its m2 a multiple of 2^-k below 2^(k+14), at most
     // 50 bits; every difference, square and sum of the combine on the way as well), so such a
     // node is the exact (n, sum / n, (n sumsq - sum^2) / n), computed here from the integer sum
-    // and sum of squares of its bytes with the same bits (reduce.cuh: cf::lane_run_by_load's
-    // runs and cf::byte_group's groups; src/ops/stats.rs says why). n sumsq < 2^52, so the
+    // and sum of squares of its bytes with the same bits (reduce.cuh: cf::byte_group's groups
+    // and cf::byte_load_tree's loads; src/ops/stats.rs says why). n sumsq < 2^52, so the
     // numerator converts exactly.
     static constexpr bool BYTE_RUNS = sizeof(T) == 1;
     __device__ Acc byte_run(u64 sum, u64 sumsq, u64 n) const {

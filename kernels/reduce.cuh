@@ -634,9 +634,9 @@ __device__ __forceinline__ typename Op::Acc free_run(const Op& op, const Loader&
 // threads (and fits in 32 with no spill). Operators with lane runs (MeanVar, the compensated
 // and f64 sums) ask for 640 threads, 102 registers a thread: f16 MeanVar's kernel took 106
 // when its tiles' joins moved into groups (reduce_grid), which held four blocks of 128 an SM
-// instead of five, and fits in 90 with no spill. MeanVar of bytes takes 90 too (its cold
-// paths: the tile where the input ends, the partials); bound to 64 or 40 registers, which
-// spill there, it read 8% and 45% slower at 2^28 (H200). Other operators: 1, no bound.
+// instead of five, and fits in 90 with no spill. MeanVar of bytes takes 96 (byte_group's two
+// tiles of loads in flight hold 64); bound to 64 or 40 registers it spills, and read 8% and
+// 44% slower at 2^28 (H200). Other operators: 1, no bound.
 template <class R, class = void> struct run_regs { static constexpr int value = 0; };
 template <class R> struct run_regs<R, typename void_type<decltype(R::REGS)>::type> {
     static constexpr int value = R::REGS;
