@@ -128,6 +128,15 @@ __device__ __forceinline__ typename Op::Acc tile_reduce(const Op& op, const Load
     return tile_reduce_at<Op, BLOCK, K, VEC>(op, ld, base, limit, smem, (int)(threadIdx.x >> 5));
 }
 
+// The calling thread's first position in the tile at `base` for loads of 32 lanes side by side,
+// a warp's K loads one after another (tile_reduce's layout): its load k is at the result + k
+// * 32 * VEC.
+template <int K, int VEC> __device__ __forceinline__ u64 tile_load_at(u64 base) {
+    constexpr u64 SEG = 32ull * VEC;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    return base + (u64)warp * SEG * K + (u64)lane * VEC;
+}
+
 // tile_reduce of a tile that lies wholly in the input, read through an aligned InputLoader
 // (cf::stages_input): all K 16-byte loads issued first, with no bounds test, then each load's
 // tree, then the same joins. The same nodes as tile_reduce (its trees are cut at `limit`,
@@ -141,8 +150,7 @@ __device__ __forceinline__ typename Op::Acc tile_reduce_whole(const Op& op, cons
     typedef typename Op::In In;
     static_assert(sizeof(In) * VEC == 16, "whole tiles read 16 bytes a load");
     constexpr u64 SEG = 32ull * VEC;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const u64 at = base + (u64)warp * SEG * K + (u64)lane * VEC;
+    const u64 at = tile_load_at<K, VEC>(base);
     uint4 w[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) w[k] = __ldg(reinterpret_cast<const uint4*>(ld.x + at + k * SEG));
@@ -250,7 +258,7 @@ template <class W> struct has_tame_acc<WrappedFull<W>, void> { static constexpr 
 // An operator over bytes may give the node over up to 2^18 aligned positions from their
 // integer sum and sum of squares (`BYTE_RUNS`, `byte_run(sum, sumsq, n)`: MeanVar<u8>, whose
 // nodes there are exact), which the block then computes with __dp4a, four bytes an
-// instruction (byte_group, byte_load_tree).
+// instruction (byte_group, byte_tile_reduce).
 template <class Op, class = void> struct byte_runs { static constexpr bool value = false; };
 template <class Op> struct byte_runs<Op, typename void_type<decltype(Op::BYTE_RUNS)>::type> {
     static constexpr bool value = Op::BYTE_RUNS;
@@ -305,11 +313,11 @@ template <class Op, int BLOCK, int K, int VEC, class Loader>
 __device__ __forceinline__ typename Op::Acc byte_group(const Op& op, const Loader& ld, u64 base, u64 tiles,
                                                        uint2* smem) {
     constexpr int WARPS = BLOCK / 32;
-    constexpr u64 SEG = 32ull * VEC, TILE = (u64)BLOCK * K * VEC;
+    constexpr u64 TILE = (u64)BLOCK * K * VEC;
     static_assert(sizeof(typename Op::In) == 1 && VEC == 16, "byte groups read 16 bytes a load");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     unsigned sum = 0, sumsq = 0;
-    const u64 at = base + (u64)warp * SEG * K + (u64)lane * VEC;
+    const u64 at = tile_load_at<K, VEC>(base);
     // Two tiles' loads in turn: the next tile's are issued before this one's are added, so
     // that a thread always has loads in flight.
     uint4 a[K], b[K];
@@ -352,17 +360,14 @@ __device__ __forceinline__ typename Op::Acc byte_group(const Op& op, const Loade
 template <class Op, int VEC, class Loader>
 __device__ __forceinline__ typename Op::Acc byte_load_tree(const Op& op, const Loader& ld, u64 p, u64 n) {
     typedef typename Op::Acc Acc;
+    static_assert(sizeof(typename Op::In) == 1 && VEC == 16, "a load of 16 bytes");
     typename Op::In raw[VEC];
     ld.fetch(p, raw);
     if (p + VEC <= n) {
+        uint4 w[1];
+        memcpy(w, raw, 16);
         unsigned sum = 0, sumsq = 0;
-#pragma unroll
-        for (int w = 0; w < VEC / 4; ++w) {
-            unsigned word;
-            memcpy(&word, raw + 4 * w, 4);
-            sum = __dp4a(word, 0x01010101u, sum);
-            sumsq = __dp4a(word, word, sumsq);
-        }
+        byte_sums(w, sum, sumsq);
         return op.byte_run(sum, sumsq, VEC);
     }
     Acc stack[ilog2(VEC) + 1];
@@ -375,6 +380,17 @@ __device__ __forceinline__ typename Op::Acc byte_load_tree(const Op& op, const L
         stack[level] = t;
     }
     return stack[ilog2(VEC)];
+}
+// tile_reduce for a byte operator (the tile where the input ends): the same trees and joins, a
+// load's bytes at a time (byte_load_tree), in few registers.
+template <class Op, int BLOCK, int K, int VEC, class Loader>
+__device__ __forceinline__ typename Op::Acc byte_tile_reduce(const Op& op, const Loader& ld, u64 base, u64 n,
+                                                             u64 limit, typename Op::Acc* smem) {
+    const u64 at = tile_load_at<K, VEC>(base);
+    typename Op::Acc v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = byte_load_tree<Op, VEC>(op, ld, at + k * 32ull * VEC, n);
+    return tile_join<Op, BLOCK, K, VEC>(op, v, limit, smem);
 }
 // An operator may instead check its tame combine's result (`tree_tame(tree, bounded)`: whether
 // a tree built with the tame combine has combine's bits, and in `bounded` whether it may join
@@ -727,14 +743,8 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
                     if (threadIdx.x == 0) push(v, j + bg - 1, bglog);
                     j += bg - 1;
                 } else if (base < n) {
-                    // A tile of the group where the input ends: tile_reduce's tree, a load's
-                    // bytes at a time (byte_load_tree), in few registers.
-                    constexpr u64 SEG = 32ull * VEC;
-                    const u64 at = base + (u64)warp * SEG * K + (u64)lane * VEC;
-                    Acc v[K];
-#pragma unroll
-                    for (int k = 0; k < K; ++k) v[k] = byte_load_tree<Op, VEC>(op, ld, at + k * SEG, n);
-                    const Acc t = tile_join<Op, BLOCK, K, VEC>(op, v, limit, smem[j & 1]);
+                    // A tile of the group where the input ends.
+                    const Acc t = byte_tile_reduce<Op, BLOCK, K, VEC>(op, ld, base, n, limit, smem[j & 1]);
                     if (threadIdx.x == 0) push(t, j, 0);
                 } else if (threadIdx.x == 0) {
                     push(op.identity(), j, 0);

@@ -68,6 +68,11 @@ def dname_of(torch, dt):
     return {torch.float32: "f32", torch.float64: "f64"}[dt]
 
 
+def rounding_format(dname):
+    """p and nmin of dname, the halves included."""
+    return FMT.get(dname) or HALF[dname]
+
+
 def pow2(k):
     return Fraction(1 << k) if k >= 0 else Fraction(1, 1 << -k)
 
@@ -112,7 +117,7 @@ def round_to(q, dname):
     """q rounded to nearest, ties to even, in the format dname (subnormals kept; no overflow)."""
     if q == 0:
         return Fraction(0)
-    f = FMT.get(dname) or HALF[dname]
+    f = rounding_format(dname)
     a = abs(q)
     e = a.numerator.bit_length() - a.denominator.bit_length()
     if a < pow2(e):
@@ -128,7 +133,7 @@ def round_to(q, dname):
 
 def ulp_of(v, dname):
     """The ulp of the value v (a Fraction representable in dname)."""
-    f = FMT.get(dname) or HALF[dname]
+    f = rounding_format(dname)
     e = f["nmin"]
     if v != 0:
         a = abs(v)
