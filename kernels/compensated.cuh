@@ -2,14 +2,15 @@
 //
 // The accumulator is a double word (hi, lo) of the element's calculation type (float for
 // f32, f16 and bf16; double for f64) whose value is hi + lo, exactly. A lift is (x, 0). A
-// combine adds the high words with TwoSum (Knuth's branch-free error-free sum: s + e is
-// a.hi + b.hi exactly), adds the low words and e to it, and renormalises with FastTwoSum,
-// which is exact here because s's exponent is never below the correction's. The finish
-// rounds hi + lo to the element type (f16 and bf16: once, from float).
+// combine adds the high words with TwoSum (an error-free sum: s + e is a.hi + b.hi exactly;
+// here FastTwoSum on the operands ordered by magnitude), adds the low words and e to it, and
+// renormalises with FastTwoSum, which is exact here because s's exponent is never below the
+// correction's. The finish rounds hi + lo to the element type (f16 and bf16: once, from
+// float).
 //
-// Only additions and subtractions: nothing a compiler could contract into a fused
-// multiply-add (kernels are compiled with --fmad=false in any case), so every operation
-// rounds as the Rust half's does and the bits agree.
+// Only additions, subtractions, comparisons and selects: nothing a compiler could contract
+// into a fused multiply-add (kernels are compiled with --fmad=false in any case), so every
+// operation rounds as the Rust half's does and the bits agree.
 //
 // A sum whose high word is not finite (an infinity, a NaN, an overflow) keeps that high
 // word and a zero low word, so infinities and NaN propagate as in the plain sum: TwoSum of
@@ -29,21 +30,20 @@ template <class W> struct DoubleWord {
 
 namespace dw {
 
-// s = RN(a + b) and e = a + b - s exactly (Knuth's TwoSum: six operations, no branch).
-template <class W> __device__ __forceinline__ void two_sum(W a, W b, W& s, W& e) {
-    s = a + b;
-    const W bp = s - a;
-    const W ap = s - bp;
-    const W db = b - bp;
-    const W da = a - ap;
-    e = da + db;
-}
-
 // s = RN(a + b) and e = a + b - s, exact when a's exponent is at least b's (Dekker).
 template <class W> __device__ __forceinline__ void fast_two_sum(W a, W b, W& s, W& e) {
     s = a + b;
     const W z = s - a;
     e = b - z;
+}
+
+// s = RN(a + b) and e = a + b - s exactly: fast_two_sum with the operand of larger magnitude
+// first (a comparison and two selects, no branch), as the Rust half's two_sum. Knuth's
+// six-operation TwoSum gives the same (s, e) but can overflow inside where s is finite
+// (a = -1.5 * 2^104, b = FLT_MAX: s - a rounds to infinity, and the sum came out NaN).
+template <class W> __device__ __forceinline__ void two_sum(W a, W b, W& s, W& e) {
+    const bool keep = fabs(a) >= fabs(b);
+    fast_two_sum(keep ? a : b, keep ? b : a, s, e);
 }
 
 template <class W> __device__ __forceinline__ DoubleWord<W> add(DoubleWord<W> a, DoubleWord<W> b) {

@@ -499,6 +499,33 @@ fn u01<F: Fmt>(n: usize, r: &mut rand_chacha::ChaCha8Rng) -> Vec<F> {
     (0..n).map(|_| F::of_f64(r.random::<f64>())).collect()
 }
 
+/// Quads [a, MAX, -MAX, -a] with a = -1.5 ulp(MAX): each pair's sum is finite, MAX - 1 ulp
+/// in magnitude, a tie rounded to even, and the quad's is 0. Knuth's TwoSum of (a, MAX)
+/// overflowed inside (`s - a`) and gave NaN.
+fn next_to_max_f32(n: usize) -> Vec<f32> {
+    let a = -1.5 * 2f32.powi(104);
+    (0..n).map(|i| [a, f32::MAX, -f32::MAX, -a][i % 4]).collect()
+}
+fn next_to_max_f64(n: usize) -> Vec<f64> {
+    let a = -1.5 * 2f64.powi(971);
+    (0..n).map(|i| [a, f64::MAX, -f64::MAX, -a][i % 4]).collect()
+}
+
+#[test]
+fn sums_next_to_the_largest_finite_value_are_finite() {
+    let cpu = Cpu::new();
+    let xs = next_to_max_f32(4000);
+    assert_eq!(cpu.reduce(&xs, CompensatedSum).unwrap(), 0.0);
+    let prefix = cpu.scan(&xs, CompensatedSum, ScanKind::Inclusive).unwrap();
+    assert!(prefix.iter().all(|p| p.is_finite()));
+    assert_eq!(prefix[1], f32::MAX - 2f32.powi(104));
+    let ys = next_to_max_f64(4000);
+    assert_eq!(cpu.reduce(&ys, CompensatedSum).unwrap(), 0.0);
+    let prefix = cpu.scan(&ys, CompensatedSum, ScanKind::Inclusive).unwrap();
+    assert!(prefix.iter().all(|p| p.is_finite()));
+    assert_eq!(prefix[1], f64::MAX - 2f64.powi(971));
+}
+
 #[test]
 fn the_cuda_half_compiled_for_the_host_has_the_rust_bits() {
     let Some(driver) = host::Driver::build("compensated", &["compensated.cuh"], DRIVER) else {
@@ -522,6 +549,8 @@ fn the_cuda_half_compiled_for_the_host_has_the_rust_bits() {
     host_case(1, &specials, &mut input, &mut want);
     let s32: Vec<f32> = specials.iter().map(|&v| v as f32).collect();
     host_case(0, &s32, &mut input, &mut want);
+    host_case(0, &next_to_max_f32(40), &mut input, &mut want);
+    host_case(1, &next_to_max_f64(40), &mut input, &mut want);
     for n in [0usize, 1, 2, 3, 5, 8, 100, 1000, 3001] {
         host_case(1, &u01::<f64>(n, &mut r), &mut input, &mut want);
         host_case(0, &u01::<f32>(n, &mut r), &mut input, &mut want);

@@ -164,6 +164,14 @@ fn whole_arrays_and_scans_on_the_gpu_have_the_cpus_bits() {
     check_whole(&ys, "a NaN");
     let big = vec![f64::MAX / 3.0; 5000];
     check_whole(&big, "overflow");
+    // Finite sums next to the largest finite value, where Knuth's TwoSum overflowed inside
+    // and gave NaN: quads [a, MAX, -MAX, -a] (a = -1.5 ulp(MAX)), whose pairs are each
+    // MAX - 1 ulp in magnitude and whose sum is 0, so that every prefix is finite (the CPU's
+    // values: tests/compensated.rs).
+    let a = -1.5 * 2f32.powi(104);
+    let quad = [a, f32::MAX, -f32::MAX, -a];
+    let edge: Vec<f32> = (0..70_000).map(|i| quad[i % 4]).collect();
+    check_whole(&edge, "next to f32::MAX");
 }
 
 /// Rows on every schedule (reductions and scans) and CSR segments: the GPU's bits are the

@@ -44,6 +44,9 @@ pub trait CompensatedWord:
     /// Neither an infinity nor a NaN.
     #[doc(hidden)]
     fn finite(self) -> bool;
+    /// The absolute value.
+    #[doc(hidden)]
+    fn magnitude(self) -> Self;
     /// The spacing of this type's values at magnitude `m` (for [`Approx`]).
     #[doc(hidden)]
     fn ulp_at(m: f64) -> f64;
@@ -53,6 +56,10 @@ impl CompensatedWord for f32 {
     #[inline(always)]
     fn finite(self) -> bool {
         self.is_finite()
+    }
+    #[inline(always)]
+    fn magnitude(self) -> Self {
+        self.abs()
     }
     fn ulp_at(m: f64) -> f64 {
         let e = ((m as f32).to_bits() >> 23) & 0xff;
@@ -64,6 +71,10 @@ impl CompensatedWord for f64 {
     #[inline(always)]
     fn finite(self) -> bool {
         self.is_finite()
+    }
+    #[inline(always)]
+    fn magnitude(self) -> Self {
+        self.abs()
     }
     fn ulp_at(m: f64) -> f64 {
         let e = (m.to_bits() >> 52) & 0x7ff;
@@ -97,16 +108,17 @@ impl<W: CompensatedWord> Approx for DoubleWord<W> {
     }
 }
 
-/// `(s, e)`: `s = RN(a + b)` and `e = a + b - s` exactly (Knuth's TwoSum, no branch), as
-/// `cf::dw::two_sum`.
+/// `(s, e)`: `s = RN(a + b)` and `e = a + b - s` exactly, as `cf::dw::two_sum`: FastTwoSum
+/// with the operand of larger magnitude first (a comparison and two selects, no branch).
+/// Knuth's six-operation TwoSum gives the same `(s, e)` but can overflow inside where `s`
+/// is finite: for `a = -1.5 * 2^104` and `b = f32::MAX`, `s - a` is `f32::MAX` plus half an
+/// ulp, which rounds to infinity, and the sum came out NaN. Here `s - big` is `small` plus
+/// `s`'s rounding error: it overflows only if both magnitudes are the largest finite value,
+/// where `s` is 0 (opposite signs) or itself infinite.
 #[inline(always)]
 fn two_sum<W: CompensatedWord>(a: W, b: W) -> (W, W) {
-    let s = a + b;
-    let bp = s - a;
-    let ap = s - bp;
-    let db = b - bp;
-    let da = a - ap;
-    (s, da + db)
+    let (big, small) = if a.magnitude() >= b.magnitude() { (a, b) } else { (b, a) };
+    fast_two_sum(big, small)
 }
 
 /// `(s, e)`: `s = RN(a + b)` and `e = a + b - s`, exact when `a`'s exponent is at least
@@ -251,6 +263,7 @@ mod tests {
     fn two_sum_is_error_free_and_the_result_normalised() {
         assert_eq!(two_sum(2f64.powi(53), 1.0), (2f64.powi(53), 1.0));
         assert_eq!(two_sum(1.0, -2f64.powi(-60)), (1.0, -2f64.powi(-60)));
+        assert_eq!(two_sum(-2f64.powi(-60), 1.0), (1.0, -2f64.powi(-60)));
         assert_eq!(fast_two_sum(3.0f32, 2f32.powi(-30)), (3.0, 2f32.powi(-30)));
         let r = sum(lift(1.0), lift(2f64.powi(-60)));
         assert_eq!((r.hi, r.lo), (1.0, 2f64.powi(-60)));
@@ -270,5 +283,24 @@ mod tests {
         let fin = |a| <CompensatedSum as Operator<f64>>::finish(&CompensatedSum, a, 2);
         assert_eq!(fin(over), f64::INFINITY);
         assert!(fin(sum(lift(f64::NAN), lift(1.0))).is_nan());
+    }
+
+    /// A finite sum next to the largest finite value, in either order: `s - a` of Knuth's
+    /// TwoSum overflowed here (f32::MAX plus half an ulp) and the sum came out NaN.
+    #[test]
+    fn a_finite_sum_next_to_the_largest_value_is_finite() {
+        let op = CompensatedSum;
+        let (a, b) = (-1.5 * 2f32.powi(104), f32::MAX);
+        let want = f32::MAX - 2f32.powi(104); // MAX - 1.5 ulp, a tie: to the even MAX - 1 ulp
+        for (x, y) in [(a, b), (b, a)] {
+            let r = <CompensatedSum as Operator<f32>>::combine(&op, op.lift(x, 0), op.lift(y, 1));
+            assert_eq!((r.hi, r.lo), (want, -2f32.powi(103)), "{x:e} + {y:e}");
+            assert_eq!(<CompensatedSum as Operator<f32>>::finish(&op, r, 2), want);
+        }
+        let (a, b) = (-1.5 * 2f64.powi(971), f64::MAX);
+        for (x, y) in [(a, b), (b, a)] {
+            let r = sum(lift(x), lift(y));
+            assert_eq!((r.hi, r.lo), (f64::MAX - 2f64.powi(971), -2f64.powi(970)), "{x:e} + {y:e}");
+        }
     }
 }
