@@ -117,7 +117,11 @@ impl<W: CompensatedWord> Approx for DoubleWord<W> {
 /// where `s` is 0 (opposite signs) or itself infinite.
 #[inline(always)]
 fn two_sum<W: CompensatedWord>(a: W, b: W) -> (W, W) {
-    let (big, small) = if a.magnitude() >= b.magnitude() { (a, b) } else { (b, a) };
+    let (big, small) = if a.magnitude() >= b.magnitude() {
+        (a, b)
+    } else {
+        (b, a)
+    };
     fast_two_sum(big, small)
 }
 
@@ -300,7 +304,11 @@ mod tests {
         let (a, b) = (-1.5 * 2f64.powi(971), f64::MAX);
         for (x, y) in [(a, b), (b, a)] {
             let r = sum(lift(x), lift(y));
-            assert_eq!((r.hi, r.lo), (f64::MAX - 2f64.powi(971), -2f64.powi(970)), "{x:e} + {y:e}");
+            assert_eq!(
+                (r.hi, r.lo),
+                (f64::MAX - 2f64.powi(971), -2f64.powi(970)),
+                "{x:e} + {y:e}"
+            );
         }
     }
 }
