@@ -71,6 +71,21 @@ template <class T> struct CompensatedSum {
     __device__ Acc identity() const { Acc r; r.hi = (W)0; r.lo = (W)0; return r; }
     __device__ Acc lift(In x, u64) const { Acc r; r.hi = sum_calc<T>::to(x); r.lo = (W)0; return r; }
     __device__ Acc combine(Acc a, Acc b) const { return dw::add(a, b); }
+    // combine of two lifts, (x, 0) and (y, 0), with its bits in fewer operations (reduce.cuh's
+    // lane runs join a load's leaves in pairs with it). With (s, e) from two_sum: combine's
+    // correction is c = e + (+0); where s is finite, so is e, |c| is at most half an ulp of s
+    // and s + c is x + y exactly, so renormalising leaves hi = RN(s + c) (s, or +0 for s = -0)
+    // and lo = c - (hi - s) = c - (+0) = c (c is never -0).
+    __device__ Acc combine_lifted(Acc a, Acc b) const {
+        W s, e;
+        dw::two_sum(a.hi, b.hi, s, e);
+        const W c = e + (W)0;
+        const bool ok = isfinite(s);
+        Acc r;
+        r.hi = ok ? s + c : s;
+        r.lo = ok ? c : (W)0;
+        return r;
+    }
     __device__ Out finish(Acc a, u64) const {
         return sum_calc<T>::from(isfinite(a.hi) ? a.hi + a.lo : a.hi);
     }

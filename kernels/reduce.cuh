@@ -406,6 +406,14 @@ template <class F, class O> struct checks_tame<Mapped<F, O>, void> { static cons
 template <class O> struct checks_tame<At<O>, void> { static constexpr bool value = checks_tame<O>::value; };
 template <class O> struct checks_tame<Tree<O>, void> { static constexpr bool value = checks_tame<O>::value; };
 template <class W> struct checks_tame<WrappedFull<W>, void> { static constexpr bool value = checks_tame<W>::value; };
+// An operator with a cheaper form of combine for two lifted inputs, `combine_lifted(lift(x),
+// lift(y))`, with combine's bits (CompensatedSum: the low words are zero). Lane runs join
+// each load's leaves in pairs with it. Only the operator's own type: wrappers (Mapped, At)
+// take combine.
+template <class Op, class = void> struct has_lifted { static constexpr bool value = false; };
+template <class Op> struct has_lifted<Op, typename void_type<decltype(&Op::combine_lifted)>::type> {
+    static constexpr bool value = true;
+};
 template <class Op> struct TameCombine : Op {
     __device__ __forceinline__ typename Op::Acc combine(typename Op::Acc a, typename Op::Acc b) const {
         return Op::combine_tame(a, b);
@@ -455,6 +463,16 @@ __device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const
                 bounded = false;
             }
             all &= bounded;
+        } else if constexpr (has_lifted<Op>::value && VEC >= 2) {
+            // The load's tree, its leaves' pairs by the cheaper form for two lifts.
+#pragma unroll
+            for (int i = 0; i < VEC; i += 2)
+                items[i] = op.combine_lifted(op.lift(raw[i], at + (u64)k * VEC + i),
+                                             op.lift(raw[i + 1], at + (u64)k * VEC + i + 1));
+#pragma unroll
+            for (int s = 2; s < VEC; s <<= 1)
+#pragma unroll
+                for (int i = 0; i < VEC; i += 2 * s) items[i] = op.combine(items[i], items[i + s]);
         } else {
             bool tame = RAW || LIFTED;
 #pragma unroll

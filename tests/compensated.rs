@@ -409,6 +409,11 @@ template <class Op> void show(const Op& op, typename Op::Acc a, unsigned long lo
     wbits(op.finish(a, n));
 }
 
+static bool same(float a, float b) { return (a != a && b != b) || __float_as_uint(a) == __float_as_uint(b); }
+static bool same(double a, double b) {
+    return (a != a && b != b) || __double_as_longlong(a) == __double_as_longlong(b);
+}
+
 template <class T> void run(size_t n) {
     typedef cf::CompensatedSum<T> Op;
     typedef typename Op::Acc Acc;
@@ -419,6 +424,13 @@ template <class T> void run(size_t n) {
         if (std::scanf("%llx", &b) != 1) std::exit(2);
         leaf.push_back(op.lift(of_bits<T>(b), i));
     }
+    // combine_lifted has combine's bits on lifts: every pair of the first 64 leaves, and
+    // every pair of neighbours.
+    for (size_t i = 0; i < n; ++i)
+        for (size_t j = i < 64 ? 0 : i + 1; j < n && (j < 64 || j == i + 1); ++j) {
+            const Acc p = op.combine(leaf[i], leaf[j]), q = op.combine_lifted(leaf[i], leaf[j]);
+            if (!same(p.hi, q.hi) || !same(p.lo, q.lo)) std::printf("combine_lifted(%zu, %zu) differs ", i, j);
+        }
     Tree<Op> t{op, leaf};
     size_t p = 1;
     while (p < n) p *= 2;
@@ -504,11 +516,15 @@ fn u01<F: Fmt>(n: usize, r: &mut rand_chacha::ChaCha8Rng) -> Vec<F> {
 /// overflowed inside (`s - a`) and gave NaN.
 fn next_to_max_f32(n: usize) -> Vec<f32> {
     let a = -1.5 * 2f32.powi(104);
-    (0..n).map(|i| [a, f32::MAX, -f32::MAX, -a][i % 4]).collect()
+    (0..n)
+        .map(|i| [a, f32::MAX, -f32::MAX, -a][i % 4])
+        .collect()
 }
 fn next_to_max_f64(n: usize) -> Vec<f64> {
     let a = -1.5 * 2f64.powi(971);
-    (0..n).map(|i| [a, f64::MAX, -f64::MAX, -a][i % 4]).collect()
+    (0..n)
+        .map(|i| [a, f64::MAX, -f64::MAX, -a][i % 4])
+        .collect()
 }
 
 #[test]
