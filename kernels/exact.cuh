@@ -338,21 +338,25 @@ template <class T> struct ExactMean : ExactSum<T> {
 template <class T> struct exact_fast;
 //
 // ALWAYS: the terms every element goes through with no test first (f64's first error is
-// seldom zero, f32's nearly always). WHOLE_E, LOADS and REGS shape the whole-array run
-// (ExactRun::whole_run): the expansions it adds into, the 16-byte loads each thread issues
-// before it adds any of them, the registers a thread may use and the most copies of a warp's
-// accumulator it keeps for what the expansions do not take (ExactRun::copies). H200, 2^28, share of
-// Sum's GB/s on U(0,1) (f32 / f64): 2 loads at 48 registers 88% / 83%; 4 at 64, 101% / 101%;
-// 8 at 72 (f32) 97%, at 96 (f64) 103%. Fewer registers spilled the loop.
+// seldom zero, f32's nearly always). STEP_SUMS: whole_run sums a step's elements with plain
+// additions first where that is exact (f32, bf16). WHOLE_E, LOADS and REGS shape the
+// whole-array run (ExactRun::whole_run): the expansions it adds into, the 16-byte loads each
+// thread issues before it adds any of them, the registers a thread may use and the most
+// copies of a warp's accumulator it keeps for what the expansions do not take
+// (ExactRun::copies). H200, 2^28, share of Sum's GB/s on U(0,1) (f32 / f64), before the step
+// sums and against an earlier, slower Sum: 2 loads at 48 registers 88% / 83%; 4 at 64, 101% /
+// 101%; 8 at 72 (f32) 97%, at 96 (f64) 103%. Fewer registers spilled the loop.
 template <> struct exact_fast<float> {
     static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64, COPIES = 16;
     static constexpr unsigned PLAIN = 0;
+    static constexpr int STEP_SUMS = 1;
     static __device__ __forceinline__ double up(float x) { return (double)x; }
     static __device__ __forceinline__ bool fits(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 };
 template <> struct exact_fast<double> {
     static constexpr int E = 2, L = 3, ALWAYS = 2, WHOLE_E = 2, LOADS = 8, REGS = 96, COPIES = 8;
     static constexpr unsigned PLAIN = 0;
+    static constexpr int STEP_SUMS = 0;
     static __device__ __forceinline__ double up(double x) { return x; }
     // The high word's exponent field below 1023 + 955.
     static __device__ __forceinline__ bool fits(double x) {
@@ -366,12 +370,14 @@ template <> struct exact_fast<double> {
 template <> struct exact_fast<f16> {
     static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64, COPIES = 4;
     static constexpr unsigned PLAIN = 4096;
+    static constexpr int STEP_SUMS = 0;
     static __device__ __forceinline__ double up(f16 x) { return (double)cf::up(x); }
     static __device__ __forceinline__ bool fits(f16 x) { return (x.bits & 0x7c00u) != 0x7c00u; }
 };
 template <> struct exact_fast<bf16> {
     static constexpr int E = 4, L = 2, ALWAYS = 1, WHOLE_E = 2, LOADS = 4, REGS = 64, COPIES = 4;
     static constexpr unsigned PLAIN = 0;
+    static constexpr int STEP_SUMS = 1;
     static __device__ __forceinline__ double up(bf16 x) { return (double)cf::up(x); }
     static __device__ __forceinline__ bool fits(bf16 x) { return (x.bits & 0x7f80u) != 0x7f80u; }
 };
@@ -921,7 +927,8 @@ template <class Op> struct ExactRun {
         // A load's VEC values (each fits, or -0.0) through the terms of expansions i % WE: the
         // first ALWAYS terms always, the next ones only while some error is left; an error
         // left after the last term queued.
-        const auto levels = [&](double (&r)[VEC]) {
+        // The first `count` values of r (a constant where it is called).
+        const auto levels = [&](double (&r)[VEC], int count) {
             if constexpr (X::PLAIN != 0) {  // plain additions, exact (exact_fast<f16>)
 #pragma unroll
                 for (int i = 0; i < VEC; ++i) t[i % WE][0] += r[i];
@@ -934,6 +941,7 @@ template <class Op> struct ExactRun {
                 nz = 0;
 #pragma unroll
                 for (int i = 0; i < VEC; ++i) {
+                    if (i >= count) break;
                     r[i] = exact::two_sum_into(t[i % WE][l], r[i]);
                     nz |= (u64)__double_as_longlong(r[i]);
                 }
@@ -941,7 +949,7 @@ template <class Op> struct ExactRun {
             if ((nz << 1) != 0) {
 #pragma unroll
                 for (int i = 0; i < VEC; ++i)
-                    if (r[i] != 0.0) push(r[i]);
+                    if (i < count && r[i] != 0.0) push(r[i]);
             }
         };
         // A load's elements (valid[i]: element i is one of the input's). Loads whose elements
@@ -965,7 +973,7 @@ template <class Op> struct ExactRun {
                     }
                 }
             }
-            levels(r);
+            levels(r, VEC);
         };
 
         // exact_fast::PLAIN: the first terms moved into the warp's copies (through the queue,
@@ -1072,15 +1080,92 @@ template <class Op> struct ExactRun {
 #pragma unroll
             for (int u = 0; u < LOADS; ++u) raw[u] = __ldg(xv + (st * LOADS + u) * BLOCK + threadIdx.x);
         };
+        // A step's elements, load by load (add_load), or for exact_fast::STEP_SUMS (f32,
+        // bf16) summed first with plain additions into four partial sums where the step's
+        // largest and smallest non-zero magnitudes show that to be exact: every element is a
+        // multiple of u = 2^(max(Emin, 1) - BIAS - MANT) (Emin the smallest biased exponent of
+        // a non-zero element; zeros are multiples of anything) and below 2^(Emax - BIAS + 1)
+        // in magnitude, so a partial sum of TERMS of them is a multiple of u below TERMS
+        // 2^(Emax - BIAS + 1), which a double holds when that is at most 2^53 u: Emax -
+        // max(Emin, 1) <= 52 - MANT - log2(TERMS) (27 for f32, 42 for bf16). The partial sums
+        // (-0.0 only if every element was) then go through the expansions' terms as elements
+        // do: 4 TwoSums a step where there were LOADS * VEC. A lane whose step holds an
+        // infinity, a NaN or a wider range adds its loads one by one, and so do its next 7
+        // steps, with no test. H200, 2^28, share of Sum's GB/s: f32 U(0, 1) 92.5% -> 95.3-96%,
+        // at condition number 1e30 66.5% -> 64.5% (60% testing every step); bf16 U(0, 1) 55%
+        // -> 84%, at 1e30 55% -> 83%. Decided a warp at a time (a vote), bf16 ran at 60%.
+        unsigned skip = 0;
+        const auto step_sums = [&](const uint4(&raw)[LOADS]) -> bool {
+            if constexpr (X::STEP_SUMS != 0) {
+                static_assert((sizeof(In) == 4 && VEC == 4) || (sizeof(In) == 2 && VEC == 8), "step sums: f32, bf16");
+                // Four partial sums, the elements of each load's word j into p[j]: TERMS
+                // elements a sum (f32: LOADS; bf16: both halves, 2 LOADS).
+                constexpr int TERMS = LOADS * (VEC / 4);
+                unsigned lo = 0xffffffffu, hi = 0;
+                double p[VEC];
+#pragma unroll
+                for (int i = 0; i < VEC; ++i) p[i] = -0.0;
+#pragma unroll
+                for (int u = 0; u < LOADS; ++u) {
+                    const unsigned w[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        // lo: the smallest magnitude but one (a zero's wraps to the largest
+                        // word: zeros constrain nothing).
+                        if constexpr (sizeof(In) == 4) {
+                            const unsigned m = w[j] & 0x7fffffffu;
+                            lo = min(lo, m - 1);
+                            hi = max(hi, m);
+                            p[j] += (double)__uint_as_float(w[j]);
+                        } else {
+                            // bf16: elements 2j and 2j + 1 in the low and high halves, their
+                            // magnitudes side by side in the halves of lo and hi.
+                            const unsigned m = w[j] & 0x7fff7fffu;
+                            lo = __vminu2(lo, __vsub2(m, 0x00010001u));
+                            hi = __vmaxu2(hi, m);
+                            p[j] += (double)__uint_as_float(w[j] << 16);
+                            p[j] += (double)__uint_as_float(w[j] & 0xffff0000u);
+                        }
+                    }
+                }
+                if constexpr (sizeof(In) == 2) {
+                    lo = min((lo & 0xffffu) + 1, (lo >> 16) + 1);
+                    hi = max(hi & 0xffffu, hi >> 16);
+                } else {
+                    lo += 1;  // 0 where every element was a zero
+                }
+                const int emax = (int)(hi >> F::MANT), emin = max((int)(lo >> F::MANT), 1);
+                const bool exact = emax < (1 << F::EXP) - 1 && emax - emin <= 52 - F::MANT - ilog2(TERMS);
+                if (!exact) return false;
+                levels(p, 4);
+                return true;
+            }
+            return false;
+        };
+        const auto add_step = [&](const uint4(&raw)[LOADS]) {
+            if constexpr (X::STEP_SUMS != 0) {
+                if (skip != 0) {
+                    --skip;
+                } else {
+                    if (step_sums(raw)) return;
+                    skip = 7;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < LOADS; ++u) {
+                // An opaque copy: where this path shared the step sums' conversions, all of a
+                // step's elements were held as doubles at once, and the loop spilled.
+                uint4 r = raw[u];
+                if constexpr (X::STEP_SUMS != 0) asm volatile("" : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w));
+                In v[VEC];
+                memcpy(v, &r, sizeof(r));
+                add_load(v, all);
+            }
+        };
         for (u64 st = 0; st < steps;) {
             uint4 raw[LOADS];
             load(st, raw);
-#pragma unroll
-            for (int u = 0; u < LOADS; ++u) {
-                In v[VEC];
-                memcpy(v, &raw[u], sizeof(raw[u]));
-                add_load(v, all);
-            }
+            add_step(raw);
             const unsigned most = drain();
             if constexpr (X::PLAIN != 0) {
                 if (++plain == FLUSH) {
