@@ -76,6 +76,29 @@ template <class T> struct CompensatedSum {
     // correction is c = e + (+0); where s is finite, so is e, |c| is at most half an ulp of s
     // and s + c is x + y exactly, so renormalising leaves hi = RN(s + c) (s, or +0 for s = -0)
     // and lo = c - (hi - s) = c - (+0) = c (c is never -0).
+    // combine and combine_lifted without the finiteness selects: their bits wherever s is
+    // finite. Where some node's s is not (an infinity or a NaN in the high words, or an
+    // overflow), every node above it has a high word that is not finite (s - s is NaN, and
+    // an infinity or a NaN in a sum of high words stays one), so a lane run whose result's
+    // high word is finite (unchecked_ok) never needed them; reduce.cuh redoes the others.
+    __device__ Acc combine_unchecked(Acc a, Acc b) const {
+        W s, e;
+        dw::two_sum(a.hi, b.hi, s, e);
+        const W c = e + (a.lo + b.lo);
+        Acc r;
+        dw::fast_two_sum(s, c, r.hi, r.lo);
+        return r;
+    }
+    __device__ Acc combine_lifted_unchecked(Acc a, Acc b) const {
+        W s, e;
+        dw::two_sum(a.hi, b.hi, s, e);
+        const W c = e + (W)0;
+        Acc r;
+        r.hi = s + c;
+        r.lo = c;
+        return r;
+    }
+    __device__ bool unchecked_ok(Acc a) const { return isfinite(a.hi); }
     __device__ Acc combine_lifted(Acc a, Acc b) const {
         W s, e;
         dw::two_sum(a.hi, b.hi, s, e);

@@ -427,7 +427,7 @@ template <class Op> struct TameCombine : Op {
 // tree's; it is held in one load's inputs and log2(K) + 1 nodes rather than K loads'
 // accumulators.
 template <class Op, int K, int VEC, class Source>
-__device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const Source& src, u64 at) {
+__device__ __forceinline__ typename Op::Acc lane_run_loads(const Op& op, const Source& src, u64 at) {
     typedef typename Op::Acc Acc;
     constexpr u64 RUN = (u64)K * VEC;
     constexpr bool RAW = has_tame<Op>::value, LIFTED = has_tame_acc<Op>::value;
@@ -507,6 +507,33 @@ __device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const
         stack[level] = t;
     }
     return stack[ilog2(K)];
+}
+// An operator whose combine has a cheaper form with combine's bits wherever the run's result
+// passes a test: `combine_unchecked` (and `combine_lifted_unchecked` for two lifts) and
+// `unchecked_ok(Acc)` (CompensatedSum: no finiteness selects; a sum of high words that was
+// not finite anywhere in the run leaves the run's high word not finite). Lane runs build
+// their tree with it and again with combine where the test fails.
+template <class Op, class = void> struct has_unchecked { static constexpr bool value = false; };
+template <class Op> struct has_unchecked<Op, typename void_type<decltype(&Op::combine_unchecked)>::type> {
+    static constexpr bool value = true;
+};
+template <class Op> struct UncheckedCombine : Op {
+    __device__ __forceinline__ typename Op::Acc combine(typename Op::Acc a, typename Op::Acc b) const {
+        return Op::combine_unchecked(a, b);
+    }
+    __device__ __forceinline__ typename Op::Acc combine_lifted(typename Op::Acc a, typename Op::Acc b) const {
+        return Op::combine_lifted_unchecked(a, b);
+    }
+};
+template <class Op, int K, int VEC, class Source>
+__device__ __forceinline__ typename Op::Acc lane_run_by_load(const Op& op, const Source& src, u64 at) {
+    if constexpr (has_unchecked<Op>::value) {
+        UncheckedCombine<Op> uc;
+        static_cast<Op&>(uc) = op;
+        const typename Op::Acc r = lane_run_loads<UncheckedCombine<Op>, K, VEC>(uc, src, at);
+        if (op.unchecked_ok(r)) return r;
+    }
+    return lane_run_loads<Op, K, VEC>(op, src, at);
 }
 // Whether a loader computes its inputs rather than reading them (Monte Carlo's samples,
 // monte_carlo.cuh): its lane runs take them a load at a time (lane_run_by_load), since no load

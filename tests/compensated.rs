@@ -424,6 +424,23 @@ template <class T> void run(size_t n) {
         if (std::scanf("%llx", &b) != 1) std::exit(2);
         leaf.push_back(op.lift(of_bits<T>(b), i));
     }
+    Tree<Op> t0{op, leaf};
+    // The unchecked combines have combine's bits on every aligned subtree of up to 64 leaves
+    // whose result they call ok (the lane runs' test), and say so wherever that subtree
+    // holds no infinity or NaN and no overflow (where the checked result is finite).
+    struct Unchecked : Op {
+        Acc combine(Acc a, Acc b) const { return Op::combine_unchecked(a, b); }
+    };
+    const Unchecked uop{};
+    Tree<Unchecked> ut{uop, leaf};
+    for (size_t size = 2; size <= 64 && size <= n; size *= 2)
+        for (size_t lo = 0; lo + size <= n; lo += size) {
+            const Acc c = t0.at(lo, size), u = ut.at(lo, size);
+            if (op.unchecked_ok(u) && (!same(c.hi, u.hi) || !same(c.lo, u.lo)))
+                std::printf("combine_unchecked(%zu, %zu) differs ", lo, size);
+            if (!op.unchecked_ok(u) && std::isfinite((double)c.hi) && std::isfinite((double)c.lo))
+                std::printf("unchecked_ok(%zu, %zu) is false ", lo, size);
+        }
     // combine_lifted has combine's bits on lifts: every pair of the first 64 leaves, and
     // every pair of neighbours.
     for (size_t i = 0; i < n; ++i)
