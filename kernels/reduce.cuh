@@ -406,6 +406,17 @@ template <class F, class O> struct checks_tame<Mapped<F, O>, void> { static cons
 template <class O> struct checks_tame<At<O>, void> { static constexpr bool value = checks_tame<O>::value; };
 template <class O> struct checks_tame<Tree<O>, void> { static constexpr bool value = checks_tame<O>::value; };
 template <class W> struct checks_tame<WrappedFull<W>, void> { static constexpr bool value = checks_tame<W>::value; };
+// A load's tree over VEC positions into items[0]: each leaf pair joined by `pair(i)` (the
+// joined lifts of positions i and i + 1, by a cheaper form), the rest by c's combine.
+template <class C, int VEC, class Pair>
+__device__ __forceinline__ void pair_tree(const C& c, typename C::Acc (&items)[VEC], const Pair& pair) {
+#pragma unroll
+    for (int i = 0; i < VEC; i += 2) items[i] = pair(i);
+#pragma unroll
+    for (int s = 2; s < VEC; s <<= 1)
+#pragma unroll
+        for (int i = 0; i < VEC; i += 2 * s) items[i] = c.combine(items[i], items[i + s]);
+}
 // An operator with a cheaper form of combine for two lifted inputs, `combine_lifted(lift(x),
 // lift(y))`, with combine's bits (CompensatedSum: the low words are zero). Lane runs join
 // each load's leaves in pairs with it. Only the operator's own type: wrappers (Mapped, At)
@@ -447,14 +458,10 @@ __device__ __forceinline__ typename Op::Acc lane_run_loads(const Op& op, const S
             // infinity, a NaN, a difference past DBL_MAX) the tree again with combine. The
             // loads' trees join with the tame combine while every one so far also had a mean
             // within the tame bound (their differences are then finite).
-#pragma unroll
-            for (int i = 0; i < VEC; i += 2)
-                items[i] = tc.combine_lifted_tame(op.lift(raw[i], at + (u64)k * VEC + i),
-                                                  op.lift(raw[i + 1], at + (u64)k * VEC + i + 1));
-#pragma unroll
-            for (int s = 2; s < VEC; s <<= 1)
-#pragma unroll
-                for (int i = 0; i < VEC; i += 2 * s) items[i] = tc.combine(items[i], items[i + s]);
+            pair_tree(tc, items, [&](int i) {
+                return tc.combine_lifted_tame(op.lift(raw[i], at + (u64)k * VEC + i),
+                                              op.lift(raw[i + 1], at + (u64)k * VEC + i + 1));
+            });
             bool bounded = true;
             if (!tc.tree_tame(items[0], bounded)) {
 #pragma unroll
@@ -465,14 +472,10 @@ __device__ __forceinline__ typename Op::Acc lane_run_loads(const Op& op, const S
             all &= bounded;
         } else if constexpr (has_lifted<Op>::value && VEC >= 2) {
             // The load's tree, its leaves' pairs by the cheaper form for two lifts.
-#pragma unroll
-            for (int i = 0; i < VEC; i += 2)
-                items[i] = op.combine_lifted(op.lift(raw[i], at + (u64)k * VEC + i),
-                                             op.lift(raw[i + 1], at + (u64)k * VEC + i + 1));
-#pragma unroll
-            for (int s = 2; s < VEC; s <<= 1)
-#pragma unroll
-                for (int i = 0; i < VEC; i += 2 * s) items[i] = op.combine(items[i], items[i + s]);
+            pair_tree(op, items, [&](int i) {
+                return op.combine_lifted(op.lift(raw[i], at + (u64)k * VEC + i),
+                                         op.lift(raw[i + 1], at + (u64)k * VEC + i + 1));
+            });
         } else {
             bool tame = RAW || LIFTED;
 #pragma unroll
