@@ -1092,8 +1092,8 @@ template <class Op> struct ExactRun {
         // do: 4 TwoSums a step where there were LOADS * VEC. A lane whose step holds an
         // infinity, a NaN or a wider range adds its loads one by one, and so do its next 7
         // steps, with no test. H200, 2^28, share of Sum's GB/s: f32 U(0, 1) 92.5% -> 95.3-96%,
-        // at condition number 1e30 66.5% -> 64.5% (60% testing every step); bf16 U(0, 1) 55%
-        // -> 84%, at 1e30 55% -> 83%. Decided a warp at a time (a vote), bf16 ran at 60%.
+        // at condition number 1e12 66.5% -> 64.5% (60% testing every step); bf16 U(0, 1) 55%
+        // -> 84%, at 1e4 55% -> 83%. Decided a warp at a time (a vote), bf16 ran at 60%.
         unsigned skip = 0;
         const auto step_sums = [&](const uint4(&raw)[LOADS]) -> bool {
             if constexpr (X::STEP_SUMS != 0) {
