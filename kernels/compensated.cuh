@@ -71,16 +71,12 @@ template <class T> struct CompensatedSum {
     __device__ Acc identity() const { Acc r; r.hi = (W)0; r.lo = (W)0; return r; }
     __device__ Acc lift(In x, u64) const { Acc r; r.hi = sum_calc<T>::to(x); r.lo = (W)0; return r; }
     __device__ Acc combine(Acc a, Acc b) const { return dw::add(a, b); }
-    // combine of two lifts, (x, 0) and (y, 0), with its bits in fewer operations (reduce.cuh's
-    // lane runs join a load's leaves in pairs with it). With (s, e) from two_sum: combine's
-    // correction is c = e + (+0); where s is finite, so is e, |c| is at most half an ulp of s
-    // and s + c is x + y exactly, so renormalising leaves hi = RN(s + c) (s, or +0 for s = -0)
-    // and lo = c - (hi - s) = c - (+0) = c (c is never -0).
     // combine and combine_lifted without the finiteness selects: their bits wherever s is
     // finite. Where some node's s is not (an infinity or a NaN in the high words, or an
-    // overflow), every node above it has a high word that is not finite (s - s is NaN, and
-    // an infinity or a NaN in a sum of high words stays one), so a lane run whose result's
-    // high word is finite (unchecked_ok) never needed them; reduce.cuh redoes the others.
+    // overflow), that node's high word s + c is not finite either, nor is any node's above
+    // it (an infinity or a NaN in a sum of high words stays one), so a lane run whose
+    // result's high word is finite (unchecked_ok) never needed the selects; reduce.cuh
+    // redoes the others with combine.
     __device__ Acc combine_unchecked(Acc a, Acc b) const {
         W s, e;
         dw::two_sum(a.hi, b.hi, s, e);
@@ -99,6 +95,11 @@ template <class T> struct CompensatedSum {
         return r;
     }
     __device__ bool unchecked_ok(Acc a) const { return isfinite(a.hi); }
+    // combine of two lifts, (x, 0) and (y, 0), with its bits in fewer operations (reduce.cuh's
+    // lane runs join a load's leaves in pairs with it). With (s, e) from two_sum: combine's
+    // correction is c = e + (+0); where s is finite, so is e, |c| is at most half an ulp of s
+    // and s + c is x + y exactly, so renormalising leaves hi = RN(s + c) (s, or +0 for s = -0)
+    // and lo = c - (hi - s) = c - (+0) = c (c is never -0).
     __device__ Acc combine_lifted(Acc a, Acc b) const {
         W s, e;
         dw::two_sum(a.hi, b.hi, s, e);
