@@ -137,6 +137,18 @@ template <int K, int VEC> __device__ __forceinline__ u64 tile_load_at(u64 base) 
     return base + (u64)warp * SEG * K + (u64)lane * VEC;
 }
 
+// A binary counter of nodes: node t, which closes position i at `level` (0 for a leaf, log2
+// of its size for a larger node ending at i), joins (`join(left, right)`) every complete
+// aligned group it ends, and the result waits in stack[level] for its right neighbour.
+// (lane_run_loads keeps its own copy of these lines: through this helper MeanVar<f32>'s
+// kernel compiled to another instruction schedule, 16 instructions longer.)
+template <class Acc, class Join>
+__device__ __forceinline__ void counter_push(Acc* stack, u64 i, int level, Acc t, const Join& join) {
+#pragma unroll
+    for (; (i >> level) & 1; ++level) t = join(stack[level], t);
+    stack[level] = t;
+}
+
 // tile_reduce of a tile that lies wholly in the input, read through an aligned InputLoader
 // (cf::stages_input): all K 16-byte loads issued first, with no bounds test, then each load's
 // tree, then the same joins. The same nodes as tile_reduce (its trees are cut at `limit`,
@@ -373,11 +385,8 @@ __device__ __forceinline__ typename Op::Acc byte_load_tree(const Op& op, const L
     Acc stack[ilog2(VEC) + 1];
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
-        Acc t = p + i < n ? op.lift(raw[i], p + i) : op.identity();
-        int level = 0;
-#pragma unroll
-        for (; (i >> level) & 1; ++level) t = op.combine(stack[level], t);
-        stack[level] = t;
+        counter_push(stack, i, 0, p + i < n ? op.lift(raw[i], p + i) : op.identity(),
+                     [&](Acc a, Acc b) { return op.combine(a, b); });
     }
     return stack[ilog2(VEC)];
 }
@@ -752,15 +761,10 @@ __device__ __forceinline__ void reduce_grid(const Op& op, const Loader& ld, u64 
             if (whole(0)) stage_tile_runs<K, VEC>(ld.x, first, mine);
             cp_async_commit();
         }
-        // Binary counter: node t, which closes tile j at `level` (0 for a tile, log2 of the
-        // tiles a group for a group ending at tile j), closes every complete aligned group it
-        // ends.
+        // The binary counter of tiles: node t closes tile j at `level` (0 for a tile, log2 of
+        // the tiles a group for a group ending at tile j).
         const auto push = [&](Acc t, u64 j, int level) {
-            while ((j >> level) & 1) {
-                t = op.combine(stack[level], t);
-                ++level;
-            }
-            stack[level] = t;
+            counter_push(stack, j, level, t, [&](Acc a, Acc b) { return op.combine(a, b); });
         };
         // Lane-run tiles join in groups of `g` tiles (up to 64 warp nodes): each warp leaves
         // its tree of the tile in `groups`, and after the group's last tile one barrier lets
