@@ -46,18 +46,45 @@ template <class W> __device__ __forceinline__ void two_sum(W a, W b, W& s, W& e)
     fast_two_sum(keep ? a : b, keep ? b : a, s, e);
 }
 
-template <class W> __device__ __forceinline__ DoubleWord<W> add(DoubleWord<W> a, DoubleWord<W> b) {
-    W s, e;
+// The double-word sum of a and b with no finiteness test; `s`: the high words' rounded sum,
+// for the caller's test (add).
+template <class W> __device__ __forceinline__ DoubleWord<W> add_unchecked(DoubleWord<W> a, DoubleWord<W> b, W& s) {
+    W e;
     two_sum(a.hi, b.hi, s, e);
     const W t = a.lo + b.lo;
     const W c = e + t;
     DoubleWord<W> r;
     fast_two_sum(s, c, r.hi, r.lo);
-    // Not finite: the plain sum's infinity or NaN, with a zero low word.
+    return r;
+}
+
+// add_unchecked of two lifts, (x, 0) and (y, 0), in fewer operations: the correction is c =
+// e + (+0); where s is finite, so is e, |c| is at most half an ulp of s and s + c is x + y
+// exactly, so renormalising leaves hi = RN(s + c) (s, or +0 for s = -0) and lo = c - (hi -
+// s) = c - (+0) = c (c is never -0).
+template <class W>
+__device__ __forceinline__ DoubleWord<W> add_lifted_unchecked(DoubleWord<W> a, DoubleWord<W> b, W& s) {
+    W e;
+    two_sum(a.hi, b.hi, s, e);
+    const W c = e + (W)0;
+    DoubleWord<W> r;
+    r.hi = s + c;
+    r.lo = c;
+    return r;
+}
+
+// r, or where s is not finite the plain sum's infinity or NaN s with a zero low word.
+template <class W> __device__ __forceinline__ DoubleWord<W> finite_or_plain(DoubleWord<W> r, W s) {
     const bool ok = isfinite(s);
     r.hi = ok ? r.hi : s;
     r.lo = ok ? r.lo : (W)0;
     return r;
+}
+
+template <class W> __device__ __forceinline__ DoubleWord<W> add(DoubleWord<W> a, DoubleWord<W> b) {
+    W s;
+    const DoubleWord<W> r = add_unchecked(a, b, s);
+    return finite_or_plain(r, s);
 }
 
 }  // namespace dw
@@ -78,37 +105,20 @@ template <class T> struct CompensatedSum {
     // result's high word is finite (unchecked_ok) never needed the selects; reduce.cuh
     // redoes the others with combine.
     __device__ Acc combine_unchecked(Acc a, Acc b) const {
-        W s, e;
-        dw::two_sum(a.hi, b.hi, s, e);
-        const W c = e + (a.lo + b.lo);
-        Acc r;
-        dw::fast_two_sum(s, c, r.hi, r.lo);
-        return r;
+        W s;
+        return dw::add_unchecked(a, b, s);
     }
     __device__ Acc combine_lifted_unchecked(Acc a, Acc b) const {
-        W s, e;
-        dw::two_sum(a.hi, b.hi, s, e);
-        const W c = e + (W)0;
-        Acc r;
-        r.hi = s + c;
-        r.lo = c;
-        return r;
+        W s;
+        return dw::add_lifted_unchecked(a, b, s);
     }
     __device__ bool unchecked_ok(Acc a) const { return isfinite(a.hi); }
-    // combine of two lifts, (x, 0) and (y, 0), with its bits in fewer operations (reduce.cuh's
-    // lane runs join a load's leaves in pairs with it). With (s, e) from two_sum: combine's
-    // correction is c = e + (+0); where s is finite, so is e, |c| is at most half an ulp of s
-    // and s + c is x + y exactly, so renormalising leaves hi = RN(s + c) (s, or +0 for s = -0)
-    // and lo = c - (hi - s) = c - (+0) = c (c is never -0).
+    // combine of two lifts with its bits in fewer operations (dw::add_lifted_unchecked);
+    // reduce.cuh's lane runs join a load's leaves in pairs with it.
     __device__ Acc combine_lifted(Acc a, Acc b) const {
-        W s, e;
-        dw::two_sum(a.hi, b.hi, s, e);
-        const W c = e + (W)0;
-        const bool ok = isfinite(s);
-        Acc r;
-        r.hi = ok ? s + c : s;
-        r.lo = ok ? c : (W)0;
-        return r;
+        W s;
+        const Acc r = dw::add_lifted_unchecked(a, b, s);
+        return dw::finite_or_plain(r, s);
     }
     __device__ Out finish(Acc a, u64) const {
         return sum_calc<T>::from(isfinite(a.hi) ? a.hi + a.lo : a.hi);
